@@ -1,0 +1,45 @@
+"""JAX-native environments for mjx-pbac: MJX locomotion (Gymnasium v4 semantics) and a chain probe.
+
+`envs.make(name, **overrides)` builds a registered env; `envs.registered_names()` lists them.
+The envs are Brax `Env`s and know nothing of the trainer in `mjx_pbac/`.
+"""
+
+from envs.base import Env, MjxEnv, State
+from envs.locomotion import Ant, Hopper, Humanoid, LocomotionConfig
+from envs.registry import config_of, describe, make, register, registered_names
+from envs.wrappers import BatchedEnv, EpisodeAutoReset, wrap_for_training
+
+register("ant", Ant, "Gymnasium Ant-v4, dense reward")
+register("ant_delayed", Ant, "Ant, reward 1[x >= 0] v - 0.5 |a|^2", delay_threshold=0.0)
+register("ant_very_delayed", Ant, "Ant, reward 1[x >= 2] v - 0.5 |a|^2", delay_threshold=2.0)
+register("hopper", Hopper, "Gymnasium Hopper-v4, dense reward")
+register("hopper_delayed", Hopper, "Hopper, reward 1[x >= 0] v - 0.001 |a|^2", delay_threshold=0.0)
+register(
+    "hopper_very_delayed", Hopper, "Hopper, reward 1[x >= 1] v - 0.001 |a|^2", delay_threshold=1.0
+)
+register("humanoid", Humanoid, "Gymnasium Humanoid-v4, dense reward")
+register("humanoid_delayed", Humanoid, "Humanoid, reward 1[x >= 0] v - 0.1 |a|^2", delay_threshold=0.0)
+register(
+    "humanoid_very_delayed",
+    Humanoid,
+    "Humanoid, reward 1[x >= 1] v - 0.1 |a|^2 (beyond the paper)",
+    delay_threshold=1.0,
+)
+
+__all__ = [
+    "Ant",
+    "BatchedEnv",
+    "Env",
+    "EpisodeAutoReset",
+    "Hopper",
+    "Humanoid",
+    "LocomotionConfig",
+    "MjxEnv",
+    "State",
+    "config_of",
+    "describe",
+    "make",
+    "register",
+    "registered_names",
+    "wrap_for_training",
+]

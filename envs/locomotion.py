@@ -1,0 +1,261 @@
+"""Ant, Hopper and Humanoid in MJX with Gymnasium v4 semantics, dense or reward-delayed.
+
+Observation, reward and termination follow Gymnasium's `Ant-v4`, `Hopper-v4` and `Humanoid-v4`
+on the model files Gymnasium ships (SPEC 1.1). The delayed variants of the paper (section 4,
+Table 4) replace the reward entirely by
+
+    r = 1[x >= c] * v - w_a * ||a||^2,
+
+x = qpos[0] and v = qvel[0] of the root after the step, a the action in [-1, 1]; no healthy
+reward, termination when unhealthy kept.
+
+Each env exposes the pure functions `observation(data)`, `reward(prev_data, data, action)` and
+`terminated(data)` of `mjx.Data`; `step` is built from them, so they can be checked against
+Gymnasium on the very same MuJoCo states.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+import gymnasium
+import jax
+import jax.numpy as jp
+import mujoco
+from mujoco import mjx
+
+from envs.base import MjxEnv, PhysicsConfig, State
+
+GYMNASIUM_ASSETS = os.path.join(os.path.dirname(gymnasium.__file__), "envs", "mujoco", "assets")
+
+
+@dataclasses.dataclass(frozen=True)
+class LocomotionConfig:
+    """Task parameters of a locomotion env; every field can be overridden through `envs.make`."""
+
+    delay_threshold: float | None = None
+    """c of the delayed reward 1[x >= c] v - w_a ||a||^2; None gives Gymnasium v4's dense reward."""
+    action_cost_weight: float = 0.5
+    """w_a: weight of the squared action (dense Humanoid: of the squared control, as v4)."""
+    healthy_reward: float = 1.0
+    """Dense reward paid every step (v4 pays it on the terminating step too)."""
+    forward_reward_weight: float = 1.0
+    """Dense reward per unit forward velocity."""
+    reset_noise_scale: float = 0.1
+    """Scale of the noise added to the initial qpos and qvel (distribution per robot, as v4)."""
+    terminate_when_unhealthy: bool = True
+    """End the episode (terminated, no bootstrap) when the robot leaves its healthy range."""
+    episode_length: int = 1000
+    """Steps after which an episode is truncated (by `envs.wrappers.EpisodeAutoReset`)."""
+    integrator: str | None = None
+    """Physics integrator: "rk4", "euler" or "implicitfast"; None keeps the model file's (RK4)."""
+    solver: str = "newton"
+    """Constraint solver: "newton" or "cg" (MJX has no PGS)."""
+    iterations: int | None = None
+    """Constraint solver iterations; None keeps the model file's."""
+    ls_iterations: int | None = None
+    """Solver line-search iterations; None keeps the model file's."""
+
+    @property
+    def physics(self) -> PhysicsConfig:
+        return PhysicsConfig(
+            integrator=self.integrator,
+            solver=self.solver,
+            iterations=self.iterations,
+            ls_iterations=self.ls_iterations,
+        )
+
+
+class Locomotion(MjxEnv):
+    """Shared step and reward logic; a robot subclass gives its model, observation and health."""
+
+    xml_file: str
+    frame_skip: int
+
+    def __init__(self, config: LocomotionConfig):
+        self.config = config
+        self.episode_length = config.episode_length
+        mj_model = mujoco.MjModel.from_xml_path(os.path.join(GYMNASIUM_ASSETS, self.xml_file))
+        config.physics.apply(mj_model)
+        super().__init__(mj_model, self.frame_skip)
+
+    # -- pure functions of mjx.Data, overridden per robot ------------------------------------
+    def observation(self, data: mjx.Data) -> jax.Array:
+        raise NotImplementedError
+
+    def is_healthy(self, data: mjx.Data) -> jax.Array:
+        raise NotImplementedError
+
+    def forward_position(self, data: mjx.Data) -> jax.Array:
+        """The x coordinate whose finite difference is the dense reward's forward velocity."""
+        raise NotImplementedError
+
+    def control_cost(self, data: mjx.Data, action: jax.Array) -> jax.Array:
+        """Dense control cost: v4 weighs the squared action (Humanoid: the squared control)."""
+        return self.config.action_cost_weight * jp.sum(jp.square(action))
+
+    def sample_initial_state(self, rng: jax.Array) -> tuple[jax.Array, jax.Array]:
+        """(qpos, qvel) at reset: the model's qpos0 and zero velocity plus uniform noise."""
+        nq, nv = self._mj_model.nq, self._mj_model.nv
+        scale = self.config.reset_noise_scale
+        rng_pos, rng_vel = jax.random.split(rng)
+        qpos = self._mjx_model.qpos0 + jax.random.uniform(rng_pos, (nq,), minval=-scale, maxval=scale)
+        qvel = jax.random.uniform(rng_vel, (nv,), minval=-scale, maxval=scale)
+        return qpos, qvel
+
+    # -- reward and termination ---------------------------------------------------------------
+    def reward(self, prev_data: mjx.Data, data: mjx.Data, action: jax.Array) -> jax.Array:
+        """Reward of the transition prev_data -> data under `action` in [-1, 1]."""
+        cfg = self.config
+        action = jp.clip(action, -1.0, 1.0)
+        if cfg.delay_threshold is not None:
+            past_threshold = (data.qpos[0] >= cfg.delay_threshold).astype(jp.float32)
+            return past_threshold * data.qvel[0] - cfg.action_cost_weight * jp.sum(jp.square(action))
+        velocity = (self.forward_position(data) - self.forward_position(prev_data)) / self.dt
+        healthy = jp.logical_or(self.is_healthy(data), cfg.terminate_when_unhealthy)
+        return (
+            cfg.forward_reward_weight * velocity
+            + cfg.healthy_reward * healthy.astype(jp.float32)
+            - self.control_cost(data, action)
+        )
+
+    def terminated(self, data: mjx.Data) -> jax.Array:
+        if not self.config.terminate_when_unhealthy:
+            return jp.zeros((), dtype=bool)
+        return jp.logical_not(self.is_healthy(data))
+
+    # -- Brax Env -----------------------------------------------------------------------------
+    def reset(self, rng: jax.Array) -> State:
+        qpos, qvel = self.sample_initial_state(rng)
+        data = self.data_from_state(qpos, qvel)
+        zero = jp.zeros(())
+        return State(
+            pipeline_state=data,
+            obs=self.observation(data),
+            reward=zero,
+            done=zero,
+            metrics={"x_position": data.qpos[0], "x_velocity": zero},
+        )
+
+    def step(self, state: State, action: jax.Array) -> State:
+        prev_data = state.pipeline_state
+        data = self.physics_step(prev_data, self.action_to_ctrl(action))
+        x_velocity = (data.qpos[0] - prev_data.qpos[0]) / self.dt
+        return state.replace(
+            pipeline_state=data,
+            obs=self.observation(data),
+            reward=self.reward(prev_data, data, action),
+            done=self.terminated(data).astype(jp.float32),
+            metrics={"x_position": data.qpos[0], "x_velocity": x_velocity},
+        )
+
+
+class Ant(Locomotion):
+    """Gymnasium Ant-v4: 27 observations (qpos[2:], qvel; no contact forces), 8 actions."""
+
+    xml_file = "ant.xml"
+    frame_skip = 5
+
+    @staticmethod
+    def default_config() -> LocomotionConfig:
+        return LocomotionConfig(action_cost_weight=0.5, reset_noise_scale=0.1)
+
+    def __init__(self, config: LocomotionConfig | None = None):
+        super().__init__(config or self.default_config())
+        self._torso = self._mj_model.body("torso").id
+
+    def observation(self, data: mjx.Data) -> jax.Array:
+        return jp.concatenate([data.qpos[2:], data.qvel])
+
+    def is_healthy(self, data: mjx.Data) -> jax.Array:
+        finite = jp.all(jp.isfinite(data.qpos)) & jp.all(jp.isfinite(data.qvel))
+        z = data.qpos[2]
+        return finite & (z >= 0.2) & (z <= 1.0)
+
+    def forward_position(self, data: mjx.Data) -> jax.Array:
+        return data.xpos[self._torso, 0]
+
+    def sample_initial_state(self, rng: jax.Array) -> tuple[jax.Array, jax.Array]:
+        # v4: qpos uniform in +-scale, qvel scale * standard normal.
+        nq, nv = self._mj_model.nq, self._mj_model.nv
+        scale = self.config.reset_noise_scale
+        rng_pos, rng_vel = jax.random.split(rng)
+        qpos = self._mjx_model.qpos0 + jax.random.uniform(rng_pos, (nq,), minval=-scale, maxval=scale)
+        qvel = scale * jax.random.normal(rng_vel, (nv,))
+        return qpos, qvel
+
+
+class Hopper(Locomotion):
+    """Gymnasium Hopper-v4: 11 observations (qpos[1:], clip(qvel, -10, 10)), 3 actions."""
+
+    xml_file = "hopper.xml"
+    frame_skip = 4
+
+    @staticmethod
+    def default_config() -> LocomotionConfig:
+        return LocomotionConfig(action_cost_weight=1e-3, reset_noise_scale=5e-3)
+
+    def __init__(self, config: LocomotionConfig | None = None):
+        super().__init__(config or self.default_config())
+
+    def observation(self, data: mjx.Data) -> jax.Array:
+        return jp.concatenate([data.qpos[1:], jp.clip(data.qvel, -10.0, 10.0)])
+
+    def is_healthy(self, data: mjx.Data) -> jax.Array:
+        z, angle = data.qpos[1], data.qpos[2]
+        state = jp.concatenate([data.qpos[2:], data.qvel])
+        healthy_state = jp.all((state > -100.0) & (state < 100.0))
+        return healthy_state & (z > 0.7) & (angle > -0.2) & (angle < 0.2)
+
+    def forward_position(self, data: mjx.Data) -> jax.Array:
+        return data.qpos[0]
+
+
+class Humanoid(Locomotion):
+    """Gymnasium Humanoid-v4: 376 observations, 17 actions (control range +-0.4).
+
+    The observation is qpos[2:], qvel, cinert, cvel, qfrc_actuator and cfrc_ext; cfrc_ext is
+    kept as zeros, as v4 produced it before Gymnasium 1.0 (SPEC 1.1).
+    """
+
+    xml_file = "humanoid.xml"
+    frame_skip = 5
+
+    @staticmethod
+    def default_config() -> LocomotionConfig:
+        return LocomotionConfig(
+            action_cost_weight=0.1,
+            healthy_reward=5.0,
+            forward_reward_weight=1.25,
+            reset_noise_scale=1e-2,
+        )
+
+    def __init__(self, config: LocomotionConfig | None = None):
+        super().__init__(config or self.default_config())
+        masses = self._mj_model.body_mass.astype("float32")
+        self._mass_fraction = jp.asarray(masses / masses.sum())
+
+    def observation(self, data: mjx.Data) -> jax.Array:
+        impl = data._impl  # MJX keeps the composite-body quantities on its implementation part
+        return jp.concatenate(
+            [
+                data.qpos[2:],
+                data.qvel,
+                impl.cinert.ravel(),
+                data.cvel.ravel(),
+                data.qfrc_actuator,
+                jp.zeros(self._mj_model.nbody * 6),
+            ]
+        )
+
+    def is_healthy(self, data: mjx.Data) -> jax.Array:
+        z = data.qpos[2]
+        return (z > 1.0) & (z < 2.0)
+
+    def forward_position(self, data: mjx.Data) -> jax.Array:
+        # Centre of mass: body masses times the bodies' centres of mass (xipos).
+        return self._mass_fraction @ data.xipos[:, 0]
+
+    def control_cost(self, data: mjx.Data, action: jax.Array) -> jax.Array:
+        return self.config.action_cost_weight * jp.sum(jp.square(data.ctrl))

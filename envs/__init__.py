@@ -5,6 +5,7 @@ The envs are Brax `Env`s and know nothing of the trainer in `mjx_pbac/`.
 """
 
 from envs.base import Env, MjxEnv, State
+from envs.chain import ChainConfig, ContinuousChain
 from envs.locomotion import Ant, Hopper, Humanoid, LocomotionConfig
 from envs.registry import config_of, describe, make, register, registered_names
 from envs.wrappers import BatchedEnv, EpisodeAutoReset, wrap_for_training
@@ -25,10 +26,13 @@ register(
     "Humanoid, reward 1[x >= 1] v - 0.1 |a|^2 (beyond the paper)",
     delay_threshold=1.0,
 )
+register("chain", ContinuousChain, "Continuous chain: r_d near x = 0, r_g near x = L (SPEC 1.3)")
 
 __all__ = [
     "Ant",
     "BatchedEnv",
+    "ChainConfig",
+    "ContinuousChain",
     "Env",
     "EpisodeAutoReset",
     "Hopper",
@@ -43,3 +47,7 @@ __all__ = [
     "registered_names",
     "wrap_for_training",
 ]
+
+from envs import gym_api  # noqa: E402  (Gymnasium ids "mjx_pbac/<name>-v0"; registers, compiles nothing)
+
+gym_api.register_gymnasium_envs()

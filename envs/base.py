@@ -117,9 +117,13 @@ class MjxEnv(Env):
         return self._ctrl_low + 0.5 * (action + 1.0) * (self._ctrl_high - self._ctrl_low)
 
     def data_from_state(self, qpos: jax.Array, qvel: jax.Array) -> mjx.Data:
-        """`mjx.Data` at (qpos, qvel) with every derived quantity computed (like `mj_forward`)."""
+        """`mjx.Data` at (qpos, qvel) with every derived quantity computed (like `mj_forward`).
+
+        MJX's forward pass writes normalised quaternions back into qpos; C MuJoCo's does not, so
+        qpos is restored to what was given (Gymnasium's first observation shows it unnormalised).
+        """
         data = mjx.make_data(self._mjx_model).replace(qpos=qpos, qvel=qvel)
-        return mjx.forward(self._mjx_model, data)
+        return mjx.forward(self._mjx_model, data).replace(qpos=qpos)
 
     def physics_step(self, data: mjx.Data, ctrl: jax.Array) -> mjx.Data:
         """Holds `ctrl` for `frame_skip` physics substeps (Gymnasium's `do_simulation`)."""

@@ -168,7 +168,7 @@ class ContinuousChain(Env):
             obs=self._get_obs(x),
             reward=self._get_reward(x, action),
             done=jp.zeros(()),
-            metrics={"x_position": x},
+            metrics={**state.metrics, "x_position": x},
         )
 
     # -- pure helpers ---------------------------------------------------------------------

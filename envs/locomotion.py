@@ -147,7 +147,8 @@ class Locomotion(MjxEnv):
             obs=self.observation(data),
             reward=self.reward(prev_data, data, action),
             done=self.terminated(data).astype(jp.float32),
-            metrics={"x_position": data.qpos[0], "x_velocity": x_velocity},
+            # Update rather than replace: wrappers (Brax's among them) add their own metrics.
+            metrics={**state.metrics, "x_position": data.qpos[0], "x_velocity": x_velocity},
         )
 
 

@@ -81,13 +81,14 @@ def to_mjx(env, data: mujoco.MjData) -> mjx.Data:
     return mjx.put_data(env.mj_model, data)
 
 
-def one_step_deviation(env, num_states: int = 16, seed: int = 0) -> dict[str, float]:
+def one_step_deviation(env, num_states: int = 16, seed: int = 0, stride: int = 10) -> dict[str, float]:
     """Max and median |MJX step - C MuJoCo step| in qpos and qvel over random visited states.
 
-    States come from a Gymnasium random rollout; from each, one env step (frame_skip substeps)
-    is taken by Gymnasium's C MuJoCo and by `env.physics_step` with the same control.
+    States are every `stride`-th state of a Gymnasium random rollout (so falls, contacts and
+    resets are among them); from each, one env step (frame_skip substeps) is taken by
+    Gymnasium's C MuJoCo and by `env.physics_step` with the same control.
     """
-    transitions = gym_rollout(type(env).__name__.lower(), num_states, seed)
+    transitions = gym_rollout(type(env).__name__.lower(), num_states * stride, seed)[::stride]
     step = jax.jit(env.physics_step)
     qpos_err, qvel_err, qvel_scale = [], [], []
     for tr in transitions:

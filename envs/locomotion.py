@@ -52,10 +52,13 @@ class LocomotionConfig:
     """Physics integrator: "rk4", "euler" or "implicitfast"; None keeps the model file's (RK4)."""
     solver: str = "newton"
     """Constraint solver: "newton" or "cg" (MJX has no PGS)."""
-    iterations: int | None = None
-    """Constraint solver iterations; None keeps the model file's."""
-    ls_iterations: int | None = None
-    """Solver line-search iterations; None keeps the model file's."""
+    iterations: int | None = 4
+    """Constraint solver iterations (files: 100, Humanoid 50); None keeps the model file's.
+
+    4 and 8 below leave the one-step physics unchanged on the states we measured, but bound
+    the batched while-loops: 5.3x more Ant steps/s on an H200 at 4096 instances (README)."""
+    ls_iterations: int | None = 8
+    """Solver line-search iterations (files: 50); None keeps the model file's."""
 
     @property
     def physics(self) -> PhysicsConfig:

@@ -48,8 +48,11 @@ def test_registered_env_jits_once_vmaps_and_stays_finite(name):
     chex.assert_shape(state.obs, (NUM_ENVS, obs_size))
     chex.assert_shape(state.reward, (NUM_ENVS,))
     assert bool(np.all(finite))
-    # A second call with another key reuses the compiled program (assert_max_traces would raise).
-    state2, _ = rollout(jax.random.PRNGKey(1))
+    # A second call with another key reuses the compiled program (assert_max_traces would raise),
+    # and nothing crosses between host and device inside it (the key is already on the device).
+    key = jax.device_put(jax.random.PRNGKey(1))
+    with jax.transfer_guard("disallow"):
+        state2, _ = rollout(key)
     # (final_obs: the chain's 100-step horizon has just reset every instance to x = 0.)
     assert not np.allclose(np.asarray(state.info["final_obs"]), np.asarray(state2.info["final_obs"]))
     # Instances are independent: different reset noise and actions give different states.

@@ -99,13 +99,17 @@ class Locomotion(MjxEnv):
         return self.config.action_cost_weight * jp.sum(jp.square(action))
 
     def sample_initial_state(self, rng: jax.Array) -> tuple[jax.Array, jax.Array]:
-        """(qpos, qvel) at reset: the model's qpos0 and zero velocity plus uniform noise."""
-        nq, nv = self._mj_model.nq, self._mj_model.nv
+        """(qpos, qvel) at reset: qpos0 plus uniform noise, zero velocity plus `initial_velocity_noise`."""
+        nq = self._mj_model.nq
         scale = self.config.reset_noise_scale
         rng_pos, rng_vel = jax.random.split(rng)
         qpos = self._mjx_model.qpos0 + jax.random.uniform(rng_pos, (nq,), minval=-scale, maxval=scale)
-        qvel = jax.random.uniform(rng_vel, (nv,), minval=-scale, maxval=scale)
-        return qpos, qvel
+        return qpos, self.initial_velocity_noise(rng_vel)
+
+    def initial_velocity_noise(self, rng: jax.Array) -> jax.Array:
+        """qvel at reset: uniform in +-reset_noise_scale (v4's Hopper and Humanoid)."""
+        scale = self.config.reset_noise_scale
+        return jax.random.uniform(rng, (self._mj_model.nv,), minval=-scale, maxval=scale)
 
     # -- reward and termination ---------------------------------------------------------------
     def reward(self, prev_data: mjx.Data, data: mjx.Data, action: jax.Array) -> jax.Array:
@@ -180,14 +184,9 @@ class Ant(Locomotion):
     def forward_position(self, data: mjx.Data) -> jax.Array:
         return data.xpos[self._torso, 0]
 
-    def sample_initial_state(self, rng: jax.Array) -> tuple[jax.Array, jax.Array]:
-        # v4: qpos uniform in +-scale, qvel scale * standard normal.
-        nq, nv = self._mj_model.nq, self._mj_model.nv
-        scale = self.config.reset_noise_scale
-        rng_pos, rng_vel = jax.random.split(rng)
-        qpos = self._mjx_model.qpos0 + jax.random.uniform(rng_pos, (nq,), minval=-scale, maxval=scale)
-        qvel = scale * jax.random.normal(rng_vel, (nv,))
-        return qpos, qvel
+    def initial_velocity_noise(self, rng: jax.Array) -> jax.Array:
+        # v4's Ant: qvel = scale * standard normal (qpos noise uniform, as the others).
+        return self.config.reset_noise_scale * jax.random.normal(rng, (self._mj_model.nv,))
 
 
 class Hopper(Locomotion):

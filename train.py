@@ -81,7 +81,10 @@ def bench_env(args: BenchEnvArgs) -> None:
     ]:
         if value not in ((), None):
             fields[name] = value
-    config = EnvBenchConfig(**fields, overrides=parse_overrides(args.set))
+    try:
+        config = EnvBenchConfig(**fields, overrides=parse_overrides(args.set))
+    except ValueError as error:
+        raise SystemExit(f"error: {error}") from None
     for name in config.env_names:  # fail fast, before any compile, on a bad name or override
         try:
             envs.make(name, **dict(config.overrides))  # builds the model; compiles nothing

@@ -48,16 +48,20 @@ class PhysicsConfig:
     ls_iterations: int | None = None
     """Line-search iterations of the solver; None keeps the model file's value."""
 
+    def __post_init__(self) -> None:
+        if self.integrator is not None and self.integrator not in _INTEGRATORS:
+            raise ValueError(f"unknown integrator {self.integrator!r}; valid: {sorted(_INTEGRATORS)}")
+        if self.solver not in _SOLVERS:
+            raise ValueError(f"unknown solver {self.solver!r}; valid: {sorted(_SOLVERS)}")
+        for name in ("iterations", "ls_iterations"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise ValueError(f"{name} must be >= 1 (or None for the model file's), got {value}")
+
     def apply(self, model: mujoco.MjModel) -> None:
         """Writes these settings into `model` (in place)."""
         if self.integrator is not None:
-            if self.integrator not in _INTEGRATORS:
-                raise ValueError(
-                    f"unknown integrator {self.integrator!r}; valid: {sorted(_INTEGRATORS)}"
-                )
             model.opt.integrator = _INTEGRATORS[self.integrator]
-        if self.solver not in _SOLVERS:
-            raise ValueError(f"unknown solver {self.solver!r}; valid: {sorted(_SOLVERS)}")
         model.opt.solver = _SOLVERS[self.solver]
         if self.iterations is not None:
             model.opt.iterations = self.iterations

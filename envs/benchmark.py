@@ -43,6 +43,18 @@ class EnvBenchConfig:
     overrides: tuple[tuple[str, Any], ...] = ()
     """Env overrides applied to every env, e.g. (("integrator", "euler"),)."""
 
+    def __post_init__(self) -> None:
+        if not self.env_names or not self.num_envs:
+            raise ValueError("give at least one env name and one instance count")
+        if min(self.num_envs) < 1:
+            raise ValueError(f"instance counts must be >= 1, got {list(self.num_envs)}")
+        if self.steps_per_call < 1 or self.repeats < 1:
+            raise ValueError(
+                f"steps_per_call and repeats must be >= 1, got {self.steps_per_call}, {self.repeats}"
+            )
+        if self.gymnasium_steps < 0:
+            raise ValueError(f"gymnasium_steps must be >= 0 (0 skips it), got {self.gymnasium_steps}")
+
 
 def device_info() -> dict[str, Any]:
     device = jax.devices()[0]

@@ -60,6 +60,16 @@ class LocomotionConfig:
     ls_iterations: int | None = 8
     """Solver line-search iterations (files: 50); None keeps the model file's."""
 
+    def __post_init__(self) -> None:
+        # Checked here, so `envs.config_of` rejects a bad value before any model is built.
+        if self.episode_length < 1:
+            raise ValueError(f"episode_length must be >= 1, got {self.episode_length}")
+        if self.reset_noise_scale < 0:
+            raise ValueError(f"reset_noise_scale must be >= 0, got {self.reset_noise_scale}")
+        if self.action_cost_weight < 0:
+            raise ValueError(f"action_cost_weight must be >= 0, got {self.action_cost_weight}")
+        self.physics  # noqa: B018 - validates the solver settings
+
     @property
     def physics(self) -> PhysicsConfig:
         return PhysicsConfig(

@@ -122,6 +122,18 @@ def test_overrides_reach_the_config_and_widen_ints():
     assert envs.config_of("hopper_delayed").action_cost_weight == 0.001
 
 
-def test_bad_physics_settings_are_named():
-    with pytest.raises(ValueError, match="unknown integrator 'rk5'.*valid"):
-        envs.make("hopper", integrator="rk5")
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        ({"integrator": "rk5"}, "unknown integrator 'rk5'.*valid"),
+        ({"solver": "pgs"}, "unknown solver 'pgs'.*valid"),
+        ({"iterations": 0}, "iterations must be >= 1"),
+        ({"episode_length": 0}, "episode_length must be >= 1"),
+        ({"reset_noise_scale": -0.1}, "reset_noise_scale must be >= 0"),
+    ],
+)
+def test_bad_values_are_named_before_any_model_is_built(override, message):
+    with pytest.raises(ValueError, match=message):
+        envs.config_of("hopper", **override)
+    with pytest.raises(ValueError, match=message):
+        envs.make("hopper", **override)

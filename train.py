@@ -1,6 +1,17 @@
-"""mjx-pbac's one entry point: `python train.py COMMAND [options]` (`--help` on any command).
+"""mjx-pbac's one entry point.
 
-Commands:
+Train:
+  python train.py --profile NAME [--train.KEY VALUE] [--pbac.KEY VALUE]
+      trains PBAC with the preset profiles/NAME.toml; any option overrides it
+      (`python train.py --profile NAME --help` lists every option with the profile's values).
+  python train.py --resume RUN_DIR
+      continues an interrupted run from its newest checkpoint, with its saved config.
+  python train.py --list-profiles
+      the available profiles.
+
+Other commands (`python train.py COMMAND --help`):
+  profile     throughput of the training loop (compile time, env steps/s, gradient updates/s,
+              peak memory) for a profile, written as a JSON report naming the device.
   bench-env   env throughput (MJX steps/s and compile time vs instance count, Gymnasium ratio),
               written as a JSON report naming the device.
 
@@ -9,7 +20,6 @@ This is the only module that parses the command line; library code takes typed c
 
 from __future__ import annotations
 
-import ast
 import dataclasses
 import sys
 from typing import Any, Literal
@@ -19,17 +29,12 @@ import tyro
 
 def parse_overrides(pairs: tuple[str, ...]) -> tuple[tuple[str, Any], ...]:
     """("integrator=euler", "iterations=2") -> (("integrator", "euler"), ("iterations", 2))."""
-    parsed = []
-    for pair in pairs:
-        key, sep, raw = pair.partition("=")
-        if not sep or not key.strip():
-            raise SystemExit(f"error: malformed override {pair!r}: expected KEY=VALUE, e.g. integrator=euler")
-        try:
-            value = ast.literal_eval(raw)
-        except (ValueError, SyntaxError):
-            value = raw  # a bare word is a string
-        parsed.append((key.strip(), value))
-    return tuple(parsed)
+    from mjx_pbac.config import parse_overrides as parse
+
+    try:
+        return tuple(parse(pairs).items())
+    except ValueError as error:
+        raise SystemExit(f"error: {error}") from None
 
 
 BENCH_PRESETS = {
@@ -95,6 +100,126 @@ def bench_env(args: BenchEnvArgs) -> None:
     print(f"wrote {args.out} ({report['device']['device_kind']})")
 
 
+# -- training -----------------------------------------------------------------------------
+
+
+def _pop_option(argv: list[str], flag: str) -> tuple[str | None, list[str]]:
+    """(value of `flag VALUE` or `flag=VALUE`, the other arguments)."""
+    rest, value = [], None
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg == flag:
+            if i + 1 >= len(argv) or argv[i + 1].startswith("--"):
+                raise SystemExit(f"error: {flag} needs a value")
+            value = argv[i + 1]
+            i += 2
+            continue
+        if arg.startswith(flag + "="):
+            value = arg[len(flag) + 1 :]
+        else:
+            rest.append(arg)
+        i += 1
+    return value, rest
+
+
+def _profile_config(name: str | None, rest: list[str], prog: str, wrapper: type | None = None):
+    """The RunConfig of profile `name` with command-line overrides (tyro) applied."""
+    from mjx_pbac.config import load_profile, profile_names
+
+    if name is None:
+        raise SystemExit(f"error: --profile NAME is required; available: {', '.join(profile_names())}")
+    try:
+        base = load_profile(name)
+    except ValueError as error:
+        raise SystemExit(f"error: {error}") from None
+    if wrapper is None:
+        return tyro.cli(type(base), default=base, args=rest, prog=prog)
+    return tyro.cli(wrapper, default=wrapper(run=base), args=rest, prog=prog)
+
+
+def _check_env(config) -> None:
+    """Fails fast, before any compile, on a bad env name or override."""
+    import envs
+    from mjx_pbac.config import parse_overrides as parse
+
+    try:
+        envs.make(config.train.env, **parse(config.train.env_overrides))
+    except (ValueError, TypeError) as error:
+        raise SystemExit(f"error: {error}") from None
+
+
+def train_command(argv: list[str]) -> None:
+    from mjx_pbac import runner
+    from mjx_pbac.checkpoint import CheckpointError
+    from mjx_pbac.config import profile_description, profile_names
+
+    if "--list-profiles" in argv:
+        for name in profile_names():
+            print(f"{name:22s} {profile_description(name)}")
+        return
+    resume, rest = _pop_option(argv, "--resume")
+    profile, rest = _pop_option(rest, "--profile")
+    try:
+        if resume is not None:
+            if profile is not None or rest:
+                raise SystemExit(
+                    "error: --resume RUN_DIR takes no other options: the run continues with the config "
+                    f"saved in {resume}/config.json"
+                )
+            runner.train(None, resume_dir=resume)
+            return
+        config = _profile_config(profile, rest, prog=f"train.py --profile {profile}")
+        _check_env(config)
+        run_dir = runner.train(config, profile=profile)
+    except (runner.RunError, CheckpointError) as error:
+        raise SystemExit(f"error: {error}") from None
+    print(f"run finished: {run_dir}")
+
+
+# -- profile ----------------------------------------------------------------------------------
+
+
+def _profile_args_type():
+    from typing import Annotated
+
+    from mjx_pbac.config import RunConfig
+
+    @dataclasses.dataclass(frozen=True)
+    class ProfileArgs:
+        """Throughput of the training loop for a profile: compile time, env steps/s and gradient
+        updates/s in steady state, peak memory; JSON report naming the device."""
+
+        run: Annotated[RunConfig, tyro.conf.arg(name="")]
+        measure_steps: int = 0
+        """Env steps per timed chunk; 0 picks 20 vector steps."""
+        timed_chunks: int = 3
+        """Chunks timed after the compiled warm-up (the median is reported)."""
+        out: str = "profile.json"
+        """Where the JSON report goes."""
+
+    return ProfileArgs
+
+
+def profile_command(argv: list[str]) -> None:
+    from mjx_pbac.profiling import ProfileSettings, measure
+
+    profile, rest = _pop_option(argv, "--profile")
+    args = _profile_config(profile, rest, prog=f"train.py profile --profile {profile}", wrapper=_profile_args_type())
+    _check_env(args.run)
+    try:
+        settings = ProfileSettings(measure_steps=args.measure_steps, timed_chunks=args.timed_chunks)
+    except ValueError as error:
+        raise SystemExit(f"error: {error}") from None
+    report = measure(args.run, profile, settings, out=args.out)
+    steady = report["steady_state"]
+    print(
+        f"{profile} on {report['device']['device_kind']}: {steady['env_steps_per_s']:,.1f} env steps/s, "
+        f"{steady['updates_per_s']:,.1f} gradient updates/s; compile {report['compile_s']['train_chunk']:.1f} s; "
+        f"wrote {args.out}"
+    )
+
+
 COMMANDS = {"bench-env": (BenchEnvArgs, bench_env)}
 
 
@@ -103,8 +228,17 @@ def main(argv: list[str]) -> None:
         print(__doc__)
         return
     command, rest = argv[0], argv[1:]
+    if command == "profile":
+        profile_command(rest)
+        return
+    if command.startswith("--"):
+        train_command(argv)
+        return
     if command not in COMMANDS:
-        raise SystemExit(f"error: unknown command {command!r}; valid: {', '.join(COMMANDS)}")
+        raise SystemExit(
+            f"error: unknown command {command!r}; train with `--profile NAME`, or use one of: "
+            f"profile, {', '.join(COMMANDS)}"
+        )
     args_type, run = COMMANDS[command]
     run(tyro.cli(args_type, args=rest, prog=f"train.py {command}"))
 

@@ -1,0 +1,29 @@
+"""The one small interface through which an algorithm plugs into the shared loop.
+
+The loop (`mjx_pbac.loop`), the replay buffer, evaluation, logging and checkpoints know nothing
+of any one algorithm: they see an `Algorithm`, i.e. its number of heads (for posterior sampling),
+how it initialises its state, how it acts during training and evaluation, and one gradient step.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, NamedTuple
+
+import jax
+
+from mjx_pbac.replay import Transition
+
+AgentState = Any  # a pytree (flax.struct.dataclass) owned by the algorithm
+
+
+class Algorithm(NamedTuple):
+    num_heads: int
+    """K: members an instance can follow; the loop draws `active_head` in [0, K) (SPEC 2.4)."""
+    init: Callable[[jax.Array], AgentState]
+    """init(key) -> agent state (parameters, targets, optimiser states)."""
+    act: Callable[[AgentState, jax.Array, jax.Array, jax.Array], jax.Array]
+    """act(state, obs[N, o], active_head[N], key) -> actions[N, a] in [-1, 1] (exploration)."""
+    eval_act: Callable[[AgentState, jax.Array], jax.Array]
+    """eval_act(state, obs[E, o]) -> actions[E, a] in [-1, 1], deterministic."""
+    update: Callable[[AgentState, Transition, jax.Array, jax.Array], tuple[AgentState, dict[str, jax.Array]]]
+    """update(state, batch, key, target_head) -> (state, scalar metrics): one gradient step."""

@@ -1,0 +1,295 @@
+"""Typed, frozen configuration of a training run, and the named presets in `profiles/`.
+
+A run is a `RunConfig`: what to train on and how long (`TrainConfig`) plus the algorithm's
+hyperparameters (`PBACConfig`, SPEC section 2). Every field has a docstring, which `train.py
+--help` shows. A profile (`profiles/NAME.toml`) is a partial `RunConfig` written as TOML tables
+`[train]` and `[pbac]`; `load_profile` checks every key and value against these dataclasses.
+
+Derived sizes (iterations per chunk, where evaluation falls) live in `Schedule`, computed from the
+config and never written back into it.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import difflib
+import tomllib
+import types
+import typing
+from pathlib import Path
+from typing import Any, Literal
+
+PROFILES_DIR = Path(__file__).resolve().parent.parent / "profiles"
+
+
+def _require(condition: bool, message: str) -> None:
+    if not condition:
+        raise ValueError(message)
+
+
+@dataclasses.dataclass(frozen=True)
+class PBACConfig:
+    """PBAC's hyperparameters (SPEC 2.1-2.5; paper Tables 5-7)."""
+
+    num_critics: int = 10
+    """K: critics in the ensemble and heads of the actor."""
+    hidden_sizes: tuple[int, ...] = (256, 256)
+    """Widths of the Dense layers of every MLP (each followed by LayerNorm and CReLU, which doubles it)."""
+    gamma: float = 0.99
+    """Discount factor."""
+    tau: float = 0.005
+    """Polyak rate of the target critics."""
+    bootstrap_rate: float = 0.05
+    """kappa: each (critic, sample) pair is masked out with this probability, drawn per gradient step."""
+    posterior_sampling_rate: int = 5
+    """PSR: an instance redraws its active head every PSR env steps (and at every episode start)."""
+    prior_variance: float = 1.0
+    """sigma0^2 of the coherence term."""
+    loss_form: Literal["reference", "paper"] = "reference"
+    """Critic loss as the authors' code computes it, or as the paper prints it (SPEC 2.2)."""
+    use_diversity: bool = True
+    """Keep the diversity (masked TD) term of the critic loss."""
+    use_coherence: bool = True
+    """Keep the coherence (pull to the ensemble-mean target) term."""
+    use_propagation: bool = True
+    """Keep the propagation (log ensemble variance) term."""
+    actor: Literal["soft", "deterministic"] = "soft"
+    """Squashed-Gaussian heads with a learned temperature, or tanh heads with no entropy."""
+    critic_lr: float = 3e-4
+    """Adam learning rate of the critic ensemble (one optimiser over all K)."""
+    actor_lr: float = 3e-4
+    """Adam learning rate of the actor (trunk and heads)."""
+    alpha_lr: float = 3e-4
+    """Adam learning rate of log alpha."""
+    init_log_alpha: float = 0.0
+    """Initial log temperature."""
+
+    def __post_init__(self) -> None:
+        _require(self.num_critics >= 2, f"num_critics must be >= 2 (the loss needs an ensemble variance), got {self.num_critics}")
+        _require(len(self.hidden_sizes) >= 1 and all(h >= 1 for h in self.hidden_sizes), f"hidden_sizes must be positive widths, got {self.hidden_sizes}")
+        _require(0.0 <= self.gamma < 1.0, f"gamma must lie in [0, 1), got {self.gamma}")
+        _require(0.0 < self.tau <= 1.0, f"tau must lie in (0, 1], got {self.tau}")
+        _require(0.0 <= self.bootstrap_rate < 1.0, f"bootstrap_rate must lie in [0, 1), got {self.bootstrap_rate}")
+        _require(self.posterior_sampling_rate >= 1, f"posterior_sampling_rate must be >= 1, got {self.posterior_sampling_rate}")
+        _require(self.prior_variance > 0, f"prior_variance must be > 0, got {self.prior_variance}")
+        _require(self.loss_form in ("reference", "paper"), f"loss_form must be 'reference' or 'paper', got {self.loss_form!r}")
+        _require(self.actor in ("soft", "deterministic"), f"actor must be 'soft' or 'deterministic', got {self.actor!r}")
+        _require(
+            self.use_diversity or self.use_coherence or self.use_propagation,
+            "at least one of use_diversity, use_coherence, use_propagation must be true",
+        )
+        for name in ("critic_lr", "actor_lr", "alpha_lr"):
+            _require(getattr(self, name) > 0, f"{name} must be > 0, got {getattr(self, name)}")
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainConfig:
+    """What to train on, for how long, and what a run writes (SPEC 2.5, 2.6)."""
+
+    env: str = "ant_delayed"
+    """Registered environment name (see `envs.registered_names()`)."""
+    env_overrides: tuple[str, ...] = ()
+    """Env config overrides KEY=VALUE, e.g. delay_threshold=1.0 (checked against the env's config)."""
+    seed: int = 0
+    """Seed of the whole run: initialisation, masks, exploration and env noise."""
+    total_steps: int = 300_000
+    """Env steps to train for, counted over all instances (warm-up included)."""
+    num_envs: int = 1
+    """Env instances stepped together; each vector step adds num_envs transitions."""
+    batch_size: int = 256
+    """Transitions per gradient step."""
+    updates_per_step: int = 5
+    """Gradient steps per vector env step (the paper: 5 with one env)."""
+    buffer_size: int = 100_000
+    """Replay capacity in transitions (a FIFO ring on the device)."""
+    warmup_steps: int = 10_000
+    """Env steps with uniform random actions and no updates before training."""
+    chunk_steps: int = 1_000
+    """Env steps per jitted chunk: metrics, the progress bar and interrupts act at this grain."""
+    eval_interval: int = 20_000
+    """Env steps between evaluations (also at step 0 and at the end)."""
+    eval_episodes: int = 10
+    """Evaluation episodes, run in parallel with the mean-over-heads deterministic policy."""
+    checkpoint_interval: int = 20_000
+    """Env steps between checkpoints (one is also written at the end and on interrupt)."""
+    keep_checkpoints: int = 2
+    """Most recent checkpoints kept on disk."""
+    run_dir: str = ""
+    """Directory of this run's outputs; empty makes runs/<profile>-<env>-s<seed>-<time>."""
+    tensorboard: bool = True
+    """Write TensorBoard scalars (tensorboardX) under RUN_DIR/tb."""
+    progress: bool = True
+    """Show a progress bar on stderr."""
+
+    def __post_init__(self) -> None:
+        positive = ("total_steps", "num_envs", "batch_size", "buffer_size", "chunk_steps", "eval_interval", "eval_episodes", "checkpoint_interval", "keep_checkpoints")
+        for name in positive:
+            _require(getattr(self, name) >= 1, f"{name} must be >= 1, got {getattr(self, name)}")
+        _require(self.updates_per_step >= 0, f"updates_per_step must be >= 0, got {self.updates_per_step}")
+        _require(self.warmup_steps >= 0, f"warmup_steps must be >= 0, got {self.warmup_steps}")
+        _require(
+            self.chunk_steps % self.num_envs == 0,
+            f"chunk_steps ({self.chunk_steps}) must be a multiple of num_envs ({self.num_envs})",
+        )
+        for name in ("total_steps", "warmup_steps", "eval_interval", "checkpoint_interval"):
+            _require(
+                getattr(self, name) % self.chunk_steps == 0,
+                f"{name} ({getattr(self, name)}) must be a multiple of chunk_steps ({self.chunk_steps}), "
+                "the grain at which the jitted loop returns to the host",
+            )
+        _require(
+            self.warmup_steps < self.total_steps,
+            f"warmup_steps ({self.warmup_steps}) must be < total_steps ({self.total_steps})",
+        )
+        _require(
+            self.buffer_size >= self.num_envs,
+            f"buffer_size ({self.buffer_size}) must hold at least one vector step ({self.num_envs})",
+        )
+        _require(
+            self.warmup_steps >= self.num_envs or self.warmup_steps == 0,
+            "warmup_steps must be 0 or at least num_envs",
+        )
+        parse_overrides(self.env_overrides)
+
+
+@dataclasses.dataclass(frozen=True)
+class RunConfig:
+    """One training run: `train` (env, budget, outputs) and `pbac` (the algorithm)."""
+
+    train: TrainConfig = dataclasses.field(default_factory=TrainConfig)
+    pbac: PBACConfig = dataclasses.field(default_factory=PBACConfig)
+
+
+@dataclasses.dataclass(frozen=True)
+class Schedule:
+    """Sizes derived from a `TrainConfig` (never written back into it)."""
+
+    iterations_per_chunk: int
+    """Vector env steps per jitted chunk."""
+    num_chunks: int
+    warmup_chunks: int
+    eval_every_chunks: int
+    checkpoint_every_chunks: int
+
+    @classmethod
+    def of(cls, train: TrainConfig) -> "Schedule":
+        return cls(
+            iterations_per_chunk=train.chunk_steps // train.num_envs,
+            num_chunks=train.total_steps // train.chunk_steps,
+            warmup_chunks=train.warmup_steps // train.chunk_steps,
+            eval_every_chunks=train.eval_interval // train.chunk_steps,
+            checkpoint_every_chunks=train.checkpoint_interval // train.chunk_steps,
+        )
+
+
+def parse_overrides(pairs: tuple[str, ...] | list[str]) -> dict[str, Any]:
+    """("delay_threshold=1.0", "integrator=euler") -> {"delay_threshold": 1.0, "integrator": "euler"}.
+
+    Values are Python literals; a bare word is a string.
+    """
+    parsed = {}
+    for pair in pairs:
+        key, sep, raw = pair.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"malformed override {pair!r}: expected KEY=VALUE, e.g. delay_threshold=1.0")
+        try:
+            value = ast.literal_eval(raw.strip())
+        except (ValueError, SyntaxError):
+            value = raw.strip()
+        parsed[key.strip()] = value
+    return parsed
+
+
+# -- profiles -------------------------------------------------------------------------------
+
+
+def profile_names() -> list[str]:
+    return sorted(p.stem for p in PROFILES_DIR.glob("*.toml"))
+
+
+def profile_path(name: str) -> Path:
+    path = PROFILES_DIR / f"{name}.toml"
+    if not path.is_file():
+        names = profile_names()
+        close = difflib.get_close_matches(name, names, n=3)
+        hint = f" (did you mean {', '.join(close)}?)" if close else ""
+        raise ValueError(f"unknown profile {name!r}{hint}; available: {', '.join(names)}")
+    return path
+
+
+def profile_description(name: str) -> str:
+    return str(tomllib.loads(profile_path(name).read_text()).get("description", ""))
+
+
+def load_profile(name: str) -> RunConfig:
+    """The `RunConfig` of `profiles/NAME.toml`: defaults with the profile's tables applied."""
+    path = profile_path(name)
+    try:
+        table = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as error:
+        raise ValueError(f"profile {path} is not valid TOML: {error}") from None
+    try:
+        return config_from_dict(table, ignore=("description",))
+    except (ValueError, TypeError) as error:
+        raise ValueError(f"profile {path}: {error}") from None
+
+
+def config_from_dict(table: dict[str, Any], ignore: tuple[str, ...] = ()) -> RunConfig:
+    """A `RunConfig` from nested dicts {"train": {...}, "pbac": {...}}, every key and type checked."""
+    sections = {f.name: f.type for f in dataclasses.fields(RunConfig)}
+    unknown = set(table) - set(sections) - set(ignore)
+    if unknown:
+        raise ValueError(f"unknown section(s) {sorted(unknown)}; valid: {sorted(sections)}")
+    defaults = RunConfig()
+    built = {}
+    for section in sections:
+        base = getattr(defaults, section)
+        built[section] = _replace_checked(base, table.get(section, {}), section)
+    return RunConfig(**built)
+
+
+def _replace_checked(base: Any, values: dict[str, Any], section: str) -> Any:
+    hints = typing.get_type_hints(type(base))
+    fields = {f.name for f in dataclasses.fields(base)}
+    checked = {}
+    for key, value in values.items():
+        if key not in fields:
+            close = difflib.get_close_matches(key, fields, n=3)
+            hint = f" (did you mean {', '.join(close)}?)" if close else ""
+            raise ValueError(f"unknown option {section}.{key}{hint}; valid: {', '.join(sorted(fields))}")
+        checked[key] = _coerce(f"{section}.{key}", value, hints[key])
+    return dataclasses.replace(base, **checked)
+
+
+def _coerce(key: str, value: Any, annotation: Any) -> Any:
+    origin = typing.get_origin(annotation)
+    if origin is Literal:
+        if value not in typing.get_args(annotation):
+            raise ValueError(f"{key}={value!r}: expected one of {list(typing.get_args(annotation))}")
+        return value
+    if origin is tuple:
+        if not isinstance(value, (list, tuple)):
+            raise TypeError(f"{key}={value!r}: expected a list")
+        (item_type, _) = typing.get_args(annotation)
+        return tuple(_coerce(key, v, item_type) for v in value)
+    if isinstance(annotation, types.UnionType):
+        raise TypeError(f"{key}: union types are not supported in configs")
+    if annotation is bool:
+        if isinstance(value, bool):
+            return value
+    elif annotation is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    elif annotation is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+    elif annotation is str:
+        if isinstance(value, str):
+            return value
+    raise TypeError(f"{key}={value!r} has type {type(value).__name__}; expected {annotation.__name__}")
+
+
+def config_to_dict(config: RunConfig) -> dict[str, Any]:
+    """JSON-ready nested dict (tuples become lists); `config_from_dict` reads it back."""
+    return dataclasses.asdict(config)

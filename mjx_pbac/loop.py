@@ -1,0 +1,192 @@
+"""The shared training loop: env stepping, replay and gradient steps inside jitted `lax.scan` chunks.
+
+One iteration = one vector env step of N instances (uniform random actions during warm-up, the
+algorithm's `act` after it), N transitions into the ring buffer, then `updates_per_step` gradient
+steps on uniform minibatches. A chunk is `chunk_steps / N` iterations under one `lax.scan`;
+nothing inside it returns to the host, all shapes are fixed, and the training state's buffers
+are donated from one chunk to the next. The host (`mjx_pbac.runner`) logs, evaluates and
+checkpoints between chunks.
+
+Posterior sampling (SPEC 2.4): instance n follows head `active_head[n]`, redrawn uniformly at the
+first step of each of its episodes and whenever its step counter (global, not reset by episodes)
+is a multiple of PSR. Bellman targets use the instance's active head with one instance, and one
+head drawn per gradient step with many.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, NamedTuple
+
+import jax
+import jax.numpy as jp
+from brax.envs.base import Env, State
+from flax import struct
+
+from envs.wrappers import wrap_for_training
+from mjx_pbac import replay
+from mjx_pbac.algorithm import AgentState, Algorithm
+from mjx_pbac.config import Schedule, TrainConfig
+
+
+@struct.dataclass
+class TrainState:
+    """Everything a run carries from one chunk to the next (and into a checkpoint)."""
+
+    agent: AgentState
+    buffer: replay.ReplayBuffer
+    env_state: State
+    """The N training instances (auto-resetting, with their episode counters)."""
+    active_head: jax.Array
+    """[N] int32: the head each instance follows."""
+    sampling_counter: jax.Array
+    """[N] int32: env steps taken by each instance; a multiple of PSR triggers a redraw."""
+    key: jax.Array
+    env_steps: jax.Array
+    """Transitions collected so far (int32)."""
+    updates: jax.Array
+    """Gradient steps taken so far (int32)."""
+
+
+def redraw_heads(
+    key: jax.Array, active_head: jax.Array, sampling_counter: jax.Array, episode_step: jax.Array, num_heads: int, psr: int
+) -> jax.Array:
+    """The heads for this step: a fresh uniform draw where the instance starts an episode
+    (`episode_step == 0`) or its counter is a multiple of `psr`; the old head elsewhere."""
+    redraw = jp.logical_or(episode_step == 0, sampling_counter % psr == 0)
+    fresh = jax.random.randint(key, active_head.shape, 0, num_heads, dtype=jp.int32)
+    return jp.where(redraw, fresh, active_head)
+
+
+class Trainer(NamedTuple):
+    """Jitted pieces of a run; see the module docstring."""
+
+    init: Callable[[jax.Array], TrainState]
+    warmup_chunk: Callable[[TrainState], tuple[TrainState, dict]]
+    train_chunk: Callable[[TrainState], tuple[TrainState, dict]]
+    evaluate: Callable[[AgentState, jax.Array], dict]
+    """evaluate(agent, key) -> {"returns": [E], "lengths": [E]}"""
+    schedule: Schedule
+
+
+def make_trainer(
+    train: TrainConfig, env: Env, algorithm: Algorithm, posterior_sampling_rate: int = 1, donate: bool = True
+) -> Trainer:
+    """The jitted init / chunk / evaluate functions of a run of `algorithm` on `env`."""
+    schedule = Schedule.of(train)
+    num_envs = train.num_envs
+    training_env = wrap_for_training(env, num_envs)
+    action_size = env.action_size
+    num_heads = algorithm.num_heads
+
+    def init(key: jax.Array) -> TrainState:
+        agent_key, env_key, head_key, key = jax.random.split(key, 4)
+        env_state = training_env.reset(env_key)
+        return TrainState(
+            agent=algorithm.init(agent_key),
+            buffer=replay.init(train.buffer_size, env.observation_size, action_size),
+            env_state=env_state,
+            active_head=jax.random.randint(head_key, (num_envs,), 0, num_heads, dtype=jp.int32),
+            sampling_counter=jp.zeros((num_envs,), jp.int32),
+            key=key,
+            env_steps=jp.zeros((), jp.int32),
+            updates=jp.zeros((), jp.int32),
+        )
+
+    def env_step(state: TrainState, explore: bool) -> tuple[TrainState, dict]:
+        key, head_key, action_key = jax.random.split(state.key, 3)
+        env_state = state.env_state
+        active_head = redraw_heads(
+            head_key, state.active_head, state.sampling_counter, env_state.info["steps"], num_heads, posterior_sampling_rate
+        )
+        if explore:
+            action = algorithm.act(state.agent, env_state.obs, active_head, action_key)
+        else:
+            action = jax.random.uniform(action_key, (num_envs, action_size), minval=-1.0, maxval=1.0)
+        next_state = training_env.step(env_state, action)
+        info = next_state.info
+        transition = replay.Transition(
+            obs=env_state.obs,
+            action=action,
+            reward=next_state.reward,
+            next_obs=info["final_obs"],
+            terminated=next_state.done,
+            truncated=info["truncation"],
+        )
+        ended = info["steps"] == 0
+        episodes = {
+            "episodes": jp.sum(ended),
+            "return_sum": jp.sum(jp.where(ended, info["completed_return"], 0.0)),
+            "length_sum": jp.sum(jp.where(ended, info["completed_length"], 0)),
+        }
+        state = state.replace(
+            buffer=replay.insert(state.buffer, transition),
+            env_state=next_state,
+            active_head=active_head,
+            sampling_counter=state.sampling_counter + 1,
+            key=key,
+            env_steps=state.env_steps + num_envs,
+        )
+        return state, episodes
+
+    def gradient_steps(state: TrainState) -> tuple[TrainState, dict]:
+        key, steps_key = jax.random.split(state.key)
+
+        def one_step(agent, step_key):
+            sample_key, head_key, update_key = jax.random.split(step_key, 3)
+            batch = replay.sample(state.buffer, sample_key, train.batch_size)
+            if num_envs == 1:
+                target_head = state.active_head[0]
+            else:
+                target_head = jax.random.randint(head_key, (), 0, num_heads, dtype=jp.int32)
+            return algorithm.update(agent, batch, update_key, target_head)
+
+        agent, metrics = jax.lax.scan(one_step, state.agent, jax.random.split(steps_key, train.updates_per_step))
+        state = state.replace(agent=agent, key=key, updates=state.updates + train.updates_per_step)
+        return state, jax.tree.map(jp.mean, metrics)
+
+    def chunk(state: TrainState, explore: bool) -> tuple[TrainState, dict]:
+        def iteration(state, _):
+            state, episodes = env_step(state, explore)
+            if explore and train.updates_per_step > 0:
+                state, update_metrics = gradient_steps(state)
+            else:
+                update_metrics = {}
+            return state, (episodes, update_metrics)
+
+        state, (episodes, update_metrics) = jax.lax.scan(iteration, state, None, length=schedule.iterations_per_chunk)
+        metrics = {name: jp.sum(value) for name, value in episodes.items()}
+        metrics.update({name: jp.mean(value) for name, value in update_metrics.items()})
+        return state, metrics
+
+    def evaluate(agent: AgentState, key: jax.Array) -> dict:
+        states = jax.vmap(env.reset)(jax.random.split(key, train.eval_episodes))
+
+        def step(carry, _):
+            env_state, returns, lengths, alive = carry
+            action = algorithm.eval_act(agent, env_state.obs)
+            env_state = jax.vmap(env.step)(env_state, action)
+            returns = returns + jp.where(alive, env_state.reward, 0.0)
+            lengths = lengths + alive.astype(jp.int32)
+            alive = jp.logical_and(alive, env_state.done == 0)
+            return (env_state, returns, lengths, alive), None
+
+        zeros = jp.zeros((train.eval_episodes,))
+        carry = (states, zeros, zeros.astype(jp.int32), jp.ones((train.eval_episodes,), bool))
+        (_, returns, lengths, _), _ = jax.lax.scan(step, carry, None, length=env.episode_length)
+        return {"returns": returns, "lengths": lengths}
+
+    donate_args = (0,) if donate else ()
+    return Trainer(
+        init=jax.jit(init),
+        warmup_chunk=jax.jit(lambda s: chunk(s, explore=False), donate_argnums=donate_args),
+        train_chunk=jax.jit(lambda s: chunk(s, explore=True), donate_argnums=donate_args),
+        evaluate=jax.jit(evaluate),
+        schedule=schedule,
+    )
+
+
+def non_finite_metrics(metrics: dict[str, Any]) -> list[str]:
+    """Names of the metrics (host numpy values) that are NaN or infinite."""
+    import numpy as np
+
+    return [name for name, value in metrics.items() if not np.all(np.isfinite(value))]

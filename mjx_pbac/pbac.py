@@ -1,0 +1,157 @@
+"""PBAC (paper Algorithm 1 with the soft actor of its appendix; SPEC 2.1-2.4) as an `Algorithm`.
+
+One gradient step, in this order (SPEC 2.3):
+1. critic: Bellman targets from the target critics at a' ~ pi_j(s') with j the target head, a fresh
+   bootstrap mask b ~ Bernoulli(1 - kappa)^{K x B}, `pbac_critic_loss`, one Adam step over all K;
+2. actor: head k against critic k (`soft_actor_loss`), gradients reach only the actor;
+3. temperature (soft actor only): `temperature_loss` with H_target = -action_size;
+4. Polyak averaging of the target critics.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jp
+import optax
+from flax import struct
+
+from mjx_pbac import losses
+from mjx_pbac.algorithm import Algorithm
+from mjx_pbac.config import PBACConfig
+from mjx_pbac.networks import Actor, make_actor, make_critic_ensemble, squashed_gaussian_sample
+from mjx_pbac.replay import Transition
+
+
+@struct.dataclass
+class PBACState:
+    critic_params: dict
+    """K critics, leading axis K."""
+    target_critic_params: dict
+    actor_params: dict
+    log_alpha: jax.Array
+    critic_opt_state: optax.OptState
+    actor_opt_state: optax.OptState
+    alpha_opt_state: optax.OptState
+
+
+def policy_sample(actor: Actor, key: jax.Array, head_outputs: tuple) -> tuple[jax.Array, jax.Array]:
+    """(action, log_prob) from head outputs of any leading shape; log_prob is 0 for tanh heads."""
+    if actor.deterministic:
+        (pre_tanh,) = head_outputs
+        return jp.tanh(pre_tanh), jp.zeros(pre_tanh.shape[:-1], pre_tanh.dtype)
+    mean, log_std = head_outputs
+    return squashed_gaussian_sample(key, mean, log_std)
+
+
+def make_pbac(config: PBACConfig, obs_size: int, action_size: int) -> Algorithm:
+    critic = make_critic_ensemble(config.num_critics, config.hidden_sizes)
+    actor = make_actor(config.num_critics, config.hidden_sizes, action_size, config.actor == "deterministic")
+    soft = config.actor == "soft"
+    critic_opt = optax.adam(config.critic_lr)
+    actor_opt = optax.adam(config.actor_lr)
+    alpha_opt = optax.adam(config.alpha_lr)
+    target_entropy = -float(action_size)
+    critic_loss = functools.partial(
+        losses.pbac_critic_loss,
+        gamma=config.gamma,
+        prior_variance=config.prior_variance,
+        form=config.loss_form,
+        use_diversity=config.use_diversity,
+        use_coherence=config.use_coherence,
+        use_propagation=config.use_propagation,
+    )
+
+    def init(key: jax.Array) -> PBACState:
+        critic_key, actor_key = jax.random.split(key)
+        obs, action = jp.zeros((1, obs_size)), jp.zeros((1, action_size))
+        critic_params = critic.init(critic_key, obs, action)
+        actor_params = actor.init(actor_key, obs)
+        log_alpha = jp.asarray(config.init_log_alpha, jp.float32)  # unused by tanh heads
+        return PBACState(
+            critic_params=critic_params,
+            target_critic_params=jax.tree.map(jp.copy, critic_params),
+            actor_params=actor_params,
+            log_alpha=log_alpha,
+            critic_opt_state=critic_opt.init(critic_params),
+            actor_opt_state=actor_opt.init(actor_params),
+            alpha_opt_state=alpha_opt.init(log_alpha),
+        )
+
+    def alpha_of(state: PBACState) -> jax.Array:
+        return jp.exp(state.log_alpha) if soft else jp.zeros(())
+
+    def act(state: PBACState, obs: jax.Array, active_head: jax.Array, key: jax.Array) -> jax.Array:
+        outputs = actor.apply(state.actor_params, obs)  # each [K, N, A]
+        rows = jp.arange(obs.shape[0])
+        action, _ = policy_sample(actor, key, tuple(o[active_head, rows] for o in outputs))
+        return action
+
+    def eval_act(state: PBACState, obs: jax.Array) -> jax.Array:
+        # SPEC 2.4: the mean over heads of tanh(mean_k(s)).
+        return jp.mean(jp.tanh(actor.apply(state.actor_params, obs)[0]), axis=0)
+
+    def update(state: PBACState, batch: Transition, key: jax.Array, target_head: jax.Array):
+        next_key, mask_key, actor_key = jax.random.split(key, 3)
+        alpha = alpha_of(state)
+
+        # 1. critic
+        next_outputs = actor.apply(state.actor_params, batch.next_obs)
+        next_action, next_log_prob = policy_sample(actor, next_key, tuple(o[target_head] for o in next_outputs))
+        next_q = critic.apply(state.target_critic_params, batch.next_obs, next_action)
+        y = losses.bellman_targets(
+            batch.reward, batch.terminated, next_q, next_log_prob, gamma=config.gamma, alpha=alpha
+        )
+        mask = jax.random.bernoulli(mask_key, 1.0 - config.bootstrap_rate, y.shape)
+
+        def critic_objective(params):
+            return critic_loss(critic.apply(params, batch.obs, batch.action), y, mask)
+
+        (critic_value, critic_aux), critic_grads = jax.value_and_grad(critic_objective, has_aux=True)(
+            state.critic_params
+        )
+        critic_updates, critic_opt_state = critic_opt.update(critic_grads, state.critic_opt_state, state.critic_params)
+        critic_params = optax.apply_updates(state.critic_params, critic_updates)
+
+        # 2. actor: head k scored by (the just updated) critic k
+        def actor_objective(params):
+            action, log_prob = policy_sample(actor, actor_key, actor.apply(params, batch.obs))
+            q = critic.apply_per_member(critic_params, batch.obs, action)
+            return losses.soft_actor_loss(q, log_prob, alpha), log_prob
+
+        (actor_value, log_prob), actor_grads = jax.value_and_grad(actor_objective, has_aux=True)(state.actor_params)
+        actor_updates, actor_opt_state = actor_opt.update(actor_grads, state.actor_opt_state, state.actor_params)
+        actor_params = optax.apply_updates(state.actor_params, actor_updates)
+
+        # 3. temperature
+        log_alpha, alpha_opt_state = state.log_alpha, state.alpha_opt_state
+        if soft:
+            alpha_grad = jax.grad(losses.temperature_loss)(state.log_alpha, log_prob, target_entropy)
+            alpha_updates, alpha_opt_state = alpha_opt.update(alpha_grad, state.alpha_opt_state, state.log_alpha)
+            log_alpha = optax.apply_updates(state.log_alpha, alpha_updates)
+
+        # 4. Polyak
+        target_critic_params = jax.tree.map(
+            lambda target, online: target + config.tau * (online - target), state.target_critic_params, critic_params
+        )
+        new_state = PBACState(
+            critic_params=critic_params,
+            target_critic_params=target_critic_params,
+            actor_params=actor_params,
+            log_alpha=log_alpha,
+            critic_opt_state=critic_opt_state,
+            actor_opt_state=actor_opt_state,
+            alpha_opt_state=alpha_opt_state,
+        )
+        metrics = {
+            "critic_loss": critic_value,
+            **{f"critic_{name}": value for name, value in critic_aux.items()},
+            "actor_loss": actor_value,
+            "alpha": alpha,
+            "entropy": -jp.mean(log_prob),
+            "target_mean": jp.mean(y),
+        }
+        return new_state, metrics
+
+    return Algorithm(num_heads=config.num_critics, init=init, act=act, eval_act=eval_act, update=update)

@@ -1,0 +1,141 @@
+"""Throughput of the training loop (`python train.py profile --profile NAME`).
+
+Builds the same jitted chunks a run uses, with the chunk length set to `measure_steps`, and
+reports:
+- compile time of the warm-up chunk, the training chunk and evaluation (ahead-of-time
+  `lower().compile()`, so compilation is timed apart from execution);
+- steady state: the median over `timed_chunks` training chunks (after one untimed training chunk)
+  of env steps/s and gradient updates/s;
+- peak memory: the device allocator's peak where the backend reports it (GPU), and the process's
+  peak resident memory (host);
+- the device, the jax version and the resolved config.
+The report is rewritten after every stage, so an interrupted measurement keeps what it measured.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import platform
+import resource
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+import jax
+
+from mjx_pbac.config import RunConfig, config_to_dict
+from mjx_pbac.runner import build, device_description
+
+
+@dataclasses.dataclass(frozen=True)
+class ProfileSettings:
+    measure_steps: int = 0
+    """Env steps per timed chunk; 0 picks 20 vector steps."""
+    timed_chunks: int = 3
+    """Training chunks timed (median reported), after one untimed one."""
+
+    def __post_init__(self) -> None:
+        if self.measure_steps < 0:
+            raise ValueError(f"measure_steps must be >= 0, got {self.measure_steps}")
+        if self.timed_chunks < 1:
+            raise ValueError(f"timed_chunks must be >= 1, got {self.timed_chunks}")
+
+
+def measurement_config(config: RunConfig, settings: ProfileSettings) -> RunConfig:
+    """`config` with chunks of `measure_steps` and one warm-up chunk (to put data in the buffer)."""
+    train = config.train
+    steps = settings.measure_steps or 20 * train.num_envs
+    if steps % train.num_envs:
+        raise ValueError(f"measure_steps ({steps}) must be a multiple of num_envs ({train.num_envs})")
+    chunks = settings.timed_chunks + 2
+    measured = dataclasses.replace(
+        train,
+        chunk_steps=steps,
+        warmup_steps=steps,
+        total_steps=steps * chunks,
+        eval_interval=steps * chunks,
+        checkpoint_interval=steps * chunks,
+        buffer_size=max(train.buffer_size, train.num_envs),
+    )
+    return dataclasses.replace(config, train=measured)
+
+
+def _peak_memory() -> dict[str, Any]:
+    device = jax.devices()[0]
+    stats = device.memory_stats() if hasattr(device, "memory_stats") else None
+    peak = {"host_peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+    if stats and "peak_bytes_in_use" in stats:
+        peak["device_peak_mib"] = stats["peak_bytes_in_use"] / 2**20
+        peak["device_limit_mib"] = stats.get("bytes_limit", 0) / 2**20
+    else:
+        peak["device_peak_mib"] = None  # the CPU backend keeps no allocator statistics
+    return peak
+
+
+def measure(config: RunConfig, profile: str, settings: ProfileSettings, out: str | Path | None = None) -> dict[str, Any]:
+    measured = measurement_config(config, settings)
+    train = measured.train
+    report: dict[str, Any] = {
+        "profile": profile,
+        "device": device_description(),
+        "host": {"machine": platform.machine(), "processor": platform.processor() or platform.machine()},
+        "config": config_to_dict(config),
+        "measure": {
+            "chunk_env_steps": train.chunk_steps,
+            "vector_steps_per_chunk": train.chunk_steps // train.num_envs,
+            "updates_per_chunk": train.chunk_steps // train.num_envs * train.updates_per_step,
+            "timed_chunks": settings.timed_chunks,
+        },
+        "compile_s": {},
+    }
+
+    def write():
+        if out is not None:
+            Path(out).write_text(json.dumps(report, indent=2) + "\n")
+
+    tick = time.perf_counter()
+    env, trainer = build(measured)
+    state = jax.block_until_ready(trainer.init(jax.random.key(train.seed)))
+    report["init_s"] = time.perf_counter() - tick
+
+    compiled = {}
+    for name in ("warmup_chunk", "train_chunk"):
+        tick = time.perf_counter()
+        compiled[name] = getattr(trainer, name).lower(state).compile()
+        report["compile_s"][name] = time.perf_counter() - tick
+        write()
+    tick = time.perf_counter()
+    evaluate = trainer.evaluate.lower(state.agent, state.key).compile()
+    report["compile_s"]["evaluate"] = time.perf_counter() - tick
+    write()
+
+    state, _ = jax.block_until_ready(compiled["warmup_chunk"](state))
+    state, _ = jax.block_until_ready(compiled["train_chunk"](state))  # first run: allocation, caches
+    seconds = []
+    for _ in range(settings.timed_chunks):
+        tick = time.perf_counter()
+        state, metrics = compiled["train_chunk"](state)
+        jax.block_until_ready((state, metrics))
+        seconds.append(time.perf_counter() - tick)
+    median = statistics.median(seconds)
+    report["chunk_seconds"] = seconds
+    report["steady_state"] = {
+        "env_steps_per_s": train.chunk_steps / median,
+        "updates_per_s": report["measure"]["updates_per_chunk"] / median,
+        "seconds_per_update": median / max(report["measure"]["updates_per_chunk"], 1),
+    }
+    tick = time.perf_counter()
+    jax.block_until_ready(evaluate(state.agent, state.key))
+    eval_seconds = time.perf_counter() - tick
+    eval_steps = train.eval_episodes * env.episode_length
+    report["evaluation"] = {
+        "episodes": train.eval_episodes,
+        "env_steps": eval_steps,
+        "seconds": eval_seconds,
+        "env_steps_per_s": eval_steps / eval_seconds,
+    }
+    report["memory"] = _peak_memory()
+    write()
+    return report

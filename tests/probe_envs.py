@@ -1,0 +1,41 @@
+"""Tiny Brax envs whose every transition is known, for testing the loop and the buffer."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jp
+from brax.envs.base import Env, State
+
+
+class CountingEnv(Env):
+    """obs = [t, 0] with t the step within the episode; reward = t after the step.
+
+    Terminates on the step that reaches `terminate_at` (if given); `episode_length` is the time
+    limit the auto-reset wrapper applies. The action is ignored, except that its first entry is
+    copied to obs[1] so tests can see which action was stored.
+    """
+
+    def __init__(self, episode_length: int = 5, terminate_at: int | None = None):
+        self.episode_length = episode_length
+        self.terminate_at = terminate_at
+
+    @property
+    def observation_size(self) -> int:
+        return 2
+
+    @property
+    def action_size(self) -> int:
+        return 1
+
+    @property
+    def backend(self) -> str:
+        return "jax"
+
+    def reset(self, rng: jax.Array) -> State:
+        zero = jp.zeros(())
+        return State(pipeline_state=zero, obs=jp.zeros((2,)), reward=zero, done=zero, metrics={})
+
+    def step(self, state: State, action: jax.Array) -> State:
+        t = state.pipeline_state + 1.0
+        done = jp.zeros(()) if self.terminate_at is None else (t >= self.terminate_at).astype(jp.float32)
+        return state.replace(pipeline_state=t, obs=jp.stack([t, action[0]]), reward=t, done=done)

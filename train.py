@@ -22,9 +22,11 @@ from __future__ import annotations
 
 import dataclasses
 import sys
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import tyro
+
+from mjx_pbac.config import RunConfig
 
 
 def parse_overrides(pairs: tuple[str, ...]) -> tuple[tuple[str, Any], ...]:
@@ -180,32 +182,25 @@ def train_command(argv: list[str]) -> None:
 # -- profile ----------------------------------------------------------------------------------
 
 
-def _profile_args_type():
-    from typing import Annotated
+@dataclasses.dataclass(frozen=True)
+class ProfileArgs:
+    """Throughput of the training loop for a profile: compile time, env steps/s and gradient
+    updates/s in steady state, peak memory; JSON report naming the device."""
 
-    from mjx_pbac.config import RunConfig
-
-    @dataclasses.dataclass(frozen=True)
-    class ProfileArgs:
-        """Throughput of the training loop for a profile: compile time, env steps/s and gradient
-        updates/s in steady state, peak memory; JSON report naming the device."""
-
-        run: Annotated[RunConfig, tyro.conf.arg(name="")]
-        measure_steps: int = 0
-        """Env steps per timed chunk; 0 picks 20 vector steps."""
-        timed_chunks: int = 3
-        """Chunks timed after the compiled warm-up (the median is reported)."""
-        out: str = "profile.json"
-        """Where the JSON report goes."""
-
-    return ProfileArgs
+    run: Annotated[RunConfig, tyro.conf.arg(name="")]
+    measure_steps: int = 0
+    """Env steps per timed chunk; 0 picks 20 vector steps."""
+    timed_chunks: int = 3
+    """Chunks timed after an untimed one (the median is reported)."""
+    out: str = "profile.json"
+    """Where the JSON report goes."""
 
 
 def profile_command(argv: list[str]) -> None:
     from mjx_pbac.profiling import ProfileSettings, measure
 
     profile, rest = _pop_option(argv, "--profile")
-    args = _profile_config(profile, rest, prog=f"train.py profile --profile {profile}", wrapper=_profile_args_type())
+    args = _profile_config(profile, rest, prog=f"train.py profile --profile {profile}", wrapper=ProfileArgs)
     _check_env(args.run)
     try:
         settings = ProfileSettings(measure_steps=args.measure_steps, timed_chunks=args.timed_chunks)
@@ -215,7 +210,7 @@ def profile_command(argv: list[str]) -> None:
     steady = report["steady_state"]
     print(
         f"{profile} on {report['device']['device_kind']}: {steady['env_steps_per_s']:,.1f} env steps/s, "
-        f"{steady['updates_per_s']:,.1f} gradient updates/s; compile {report['compile_s']['train_chunk']:.1f} s; "
+        f"{steady['updates_per_s']:,.1f} gradient updates/s; compile {report['compile_s']['chunk']:.1f} s; "
         f"wrote {args.out}"
     )
 

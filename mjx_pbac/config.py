@@ -106,7 +106,9 @@ class TrainConfig:
     warmup_steps: int = 10_000
     """Env steps with uniform random actions and no updates before training."""
     chunk_steps: int = 1_000
-    """Env steps per jitted chunk: metrics, the progress bar and interrupts act at this grain."""
+    """Env steps per jitted chunk: metrics, the progress bar and interrupts act at this grain.
+    Rounded up to a whole number of vector steps; the step counts below are rounded up to whole
+    chunks (the run prints any such rounding and records it in config.json)."""
     eval_interval: int = 20_000
     """Env steps between evaluations (also at step 0 and at the end)."""
     eval_episodes: int = 10
@@ -129,26 +131,12 @@ class TrainConfig:
         _require(self.updates_per_step >= 0, f"updates_per_step must be >= 0, got {self.updates_per_step}")
         _require(self.warmup_steps >= 0, f"warmup_steps must be >= 0, got {self.warmup_steps}")
         _require(
-            self.chunk_steps % self.num_envs == 0,
-            f"chunk_steps ({self.chunk_steps}) must be a multiple of num_envs ({self.num_envs})",
-        )
-        for name in ("total_steps", "warmup_steps", "eval_interval", "checkpoint_interval"):
-            _require(
-                getattr(self, name) % self.chunk_steps == 0,
-                f"{name} ({getattr(self, name)}) must be a multiple of chunk_steps ({self.chunk_steps}), "
-                "the grain at which the jitted loop returns to the host",
-            )
-        _require(
             self.warmup_steps < self.total_steps,
             f"warmup_steps ({self.warmup_steps}) must be < total_steps ({self.total_steps})",
         )
         _require(
             self.buffer_size >= self.num_envs,
             f"buffer_size ({self.buffer_size}) must hold at least one vector step ({self.num_envs})",
-        )
-        _require(
-            self.warmup_steps >= self.num_envs or self.warmup_steps == 0,
-            "warmup_steps must be 0 or at least num_envs",
         )
         parse_overrides(self.env_overrides)
 
@@ -163,8 +151,14 @@ class RunConfig:
 
 @dataclasses.dataclass(frozen=True)
 class Schedule:
-    """Sizes derived from a `TrainConfig` (never written back into it)."""
+    """Sizes derived from a `TrainConfig` (never written back into it).
 
+    The loop returns to the host every `chunk_env_steps` = `iterations_per_chunk` x num_envs env
+    steps, so warm-up, evaluation, checkpoints and the end of training fall on chunk boundaries:
+    each requested step count is rounded up to whole chunks (intervals to the nearest, at least one).
+    """
+
+    num_envs: int
     iterations_per_chunk: int
     """Vector env steps per jitted chunk."""
     num_chunks: int
@@ -174,13 +168,50 @@ class Schedule:
 
     @classmethod
     def of(cls, train: TrainConfig) -> "Schedule":
-        return cls(
-            iterations_per_chunk=train.chunk_steps // train.num_envs,
-            num_chunks=train.total_steps // train.chunk_steps,
-            warmup_chunks=train.warmup_steps // train.chunk_steps,
-            eval_every_chunks=train.eval_interval // train.chunk_steps,
-            checkpoint_every_chunks=train.checkpoint_interval // train.chunk_steps,
+        iterations = -(-train.chunk_steps // train.num_envs)
+        chunk = iterations * train.num_envs
+        num_chunks = -(-train.total_steps // chunk)
+        warmup_chunks = -(-train.warmup_steps // chunk)
+        _require(
+            warmup_chunks < num_chunks,
+            f"warm-up ({warmup_chunks} chunks of {chunk} env steps) leaves no training in total_steps "
+            f"({train.total_steps}); raise total_steps or lower warmup_steps / chunk_steps",
         )
+        return cls(
+            num_envs=train.num_envs,
+            iterations_per_chunk=iterations,
+            num_chunks=num_chunks,
+            warmup_chunks=warmup_chunks,
+            eval_every_chunks=max(1, round(train.eval_interval / chunk)),
+            checkpoint_every_chunks=max(1, round(train.checkpoint_interval / chunk)),
+        )
+
+    @property
+    def chunk_env_steps(self) -> int:
+        return self.iterations_per_chunk * self.num_envs
+
+    @property
+    def total_env_steps(self) -> int:
+        return self.num_chunks * self.chunk_env_steps
+
+    def as_steps(self) -> dict[str, int]:
+        """The effective env-step counts, named like the TrainConfig fields they come from."""
+        chunk = self.chunk_env_steps
+        return {
+            "chunk_steps": chunk,
+            "total_steps": self.total_env_steps,
+            "warmup_steps": self.warmup_chunks * chunk,
+            "eval_interval": self.eval_every_chunks * chunk,
+            "checkpoint_interval": self.checkpoint_every_chunks * chunk,
+        }
+
+    def adjustments(self, train: TrainConfig) -> list[str]:
+        """One line per step count that the chunk grain changed."""
+        return [
+            f"{name} {getattr(train, name):,} -> {value:,} (whole chunks of {self.chunk_env_steps:,} env steps)"
+            for name, value in self.as_steps().items()
+            if getattr(train, name) != value
+        ]
 
 
 def parse_overrides(pairs: tuple[str, ...] | list[str]) -> dict[str, Any]:

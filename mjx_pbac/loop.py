@@ -2,7 +2,7 @@
 
 One iteration = one vector env step of N instances (uniform random actions during warm-up, the
 algorithm's `act` after it), N transitions into the ring buffer, then `updates_per_step` gradient
-steps on uniform minibatches. A chunk is `chunk_steps / N` iterations under one `lax.scan`;
+steps on uniform minibatches. A chunk is `Schedule.iterations_per_chunk` iterations under one `lax.scan`;
 nothing inside it returns to the host, all shapes are fixed, and the training state's buffers
 are donated from one chunk to the next. The host (`mjx_pbac.runner`) logs, evaluates and
 checkpoints between chunks.
@@ -61,6 +61,8 @@ class Trainer(NamedTuple):
     """Jitted pieces of a run; see the module docstring."""
 
     init: Callable[[jax.Array], TrainState]
+    chunk: Callable[[TrainState, jax.Array], tuple[TrainState, dict]]
+    """chunk(state, explore) -> (state, metrics): the one jitted program behind the two below."""
     warmup_chunk: Callable[[TrainState], tuple[TrainState, dict]]
     train_chunk: Callable[[TrainState], tuple[TrainState, dict]]
     evaluate: Callable[[AgentState, jax.Array], dict]
@@ -92,16 +94,14 @@ def make_trainer(
             updates=jp.zeros((), jp.int32),
         )
 
-    def env_step(state: TrainState, explore: bool) -> tuple[TrainState, dict]:
+    def env_step(state: TrainState, explore: jax.Array) -> tuple[TrainState, dict]:
         key, head_key, action_key = jax.random.split(state.key, 3)
         env_state = state.env_state
         active_head = redraw_heads(
             head_key, state.active_head, state.sampling_counter, env_state.info["steps"], num_heads, posterior_sampling_rate
         )
-        if explore:
-            action = algorithm.act(state.agent, env_state.obs, active_head, action_key)
-        else:
-            action = jax.random.uniform(action_key, (num_envs, action_size), minval=-1.0, maxval=1.0)
+        uniform = jax.random.uniform(action_key, (num_envs, action_size), minval=-1.0, maxval=1.0)
+        action = jp.where(explore, algorithm.act(state.agent, env_state.obs, active_head, action_key), uniform)
         next_state = training_env.step(env_state, action)
         info = next_state.info
         transition = replay.Transition(
@@ -144,11 +144,18 @@ def make_trainer(
         state = state.replace(agent=agent, key=key, updates=state.updates + train.updates_per_step)
         return state, jax.tree.map(jp.mean, metrics)
 
-    def chunk(state: TrainState, explore: bool) -> tuple[TrainState, dict]:
+    def no_gradient_steps(state: TrainState) -> tuple[TrainState, dict]:
+        _, metrics_shape = jax.eval_shape(gradient_steps, state)
+        return state, jax.tree.map(lambda leaf: jp.zeros(leaf.shape, leaf.dtype), metrics_shape)
+
+    def chunk(state: TrainState, explore: jax.Array) -> tuple[TrainState, dict]:
+        """`explore` False: warm-up (uniform actions, no updates); True: act and learn. One
+        program serves both, so the env step is compiled once for training."""
+
         def iteration(state, _):
             state, episodes = env_step(state, explore)
-            if explore and train.updates_per_step > 0:
-                state, update_metrics = gradient_steps(state)
+            if train.updates_per_step > 0:
+                state, update_metrics = jax.lax.cond(explore, gradient_steps, no_gradient_steps, state)
             else:
                 update_metrics = {}
             return state, (episodes, update_metrics)
@@ -175,11 +182,13 @@ def make_trainer(
         (_, returns, lengths, _), _ = jax.lax.scan(step, carry, None, length=env.episode_length)
         return {"returns": returns, "lengths": lengths}
 
-    donate_args = (0,) if donate else ()
+    jitted_chunk = jax.jit(chunk, donate_argnums=(0,) if donate else ())
+    warmup, explore = jax.device_put(False), jax.device_put(True)  # device constants: no transfer per call
     return Trainer(
         init=jax.jit(init),
-        warmup_chunk=jax.jit(lambda s: chunk(s, explore=False), donate_argnums=donate_args),
-        train_chunk=jax.jit(lambda s: chunk(s, explore=True), donate_argnums=donate_args),
+        chunk=jitted_chunk,
+        warmup_chunk=lambda state: jitted_chunk(state, warmup),
+        train_chunk=lambda state: jitted_chunk(state, explore),
         evaluate=jax.jit(evaluate),
         schedule=schedule,
     )

@@ -2,7 +2,7 @@
 
 Builds the same jitted chunks a run uses, with the chunk length set to `measure_steps`, and
 reports:
-- compile time of the warm-up chunk, the training chunk and evaluation (ahead-of-time
+- compile time of the chunk program (warm-up and training share it) and of evaluation (ahead-of-time
   `lower().compile()`, so compilation is timed apart from execution);
 - steady state: the median over `timed_chunks` training chunks (after one untimed training chunk)
   of env steps/s and gradient updates/s;
@@ -32,7 +32,7 @@ from mjx_pbac.runner import build, device_description
 @dataclasses.dataclass(frozen=True)
 class ProfileSettings:
     measure_steps: int = 0
-    """Env steps per timed chunk; 0 picks 20 vector steps."""
+    """Env steps per timed chunk (rounded up to whole vector steps); 0 picks 20 vector steps."""
     timed_chunks: int = 3
     """Training chunks timed (median reported), after one untimed one."""
 
@@ -46,9 +46,7 @@ class ProfileSettings:
 def measurement_config(config: RunConfig, settings: ProfileSettings) -> RunConfig:
     """`config` with chunks of `measure_steps` and one warm-up chunk (to put data in the buffer)."""
     train = config.train
-    steps = settings.measure_steps or 20 * train.num_envs
-    if steps % train.num_envs:
-        raise ValueError(f"measure_steps ({steps}) must be a multiple of num_envs ({train.num_envs})")
+    steps = -(-(settings.measure_steps or 20 * train.num_envs) // train.num_envs) * train.num_envs
     chunks = settings.timed_chunks + 2
     measured = dataclasses.replace(
         train,
@@ -57,7 +55,6 @@ def measurement_config(config: RunConfig, settings: ProfileSettings) -> RunConfi
         total_steps=steps * chunks,
         eval_interval=steps * chunks,
         checkpoint_interval=steps * chunks,
-        buffer_size=max(train.buffer_size, train.num_envs),
     )
     return dataclasses.replace(config, train=measured)
 
@@ -100,23 +97,22 @@ def measure(config: RunConfig, profile: str, settings: ProfileSettings, out: str
     state = jax.block_until_ready(trainer.init(jax.random.key(train.seed)))
     report["init_s"] = time.perf_counter() - tick
 
-    compiled = {}
-    for name in ("warmup_chunk", "train_chunk"):
-        tick = time.perf_counter()
-        compiled[name] = getattr(trainer, name).lower(state).compile()
-        report["compile_s"][name] = time.perf_counter() - tick
-        write()
+    explore, warmup = jax.device_put(True), jax.device_put(False)
+    tick = time.perf_counter()
+    chunk = trainer.chunk.lower(state, explore).compile()  # warm-up and training share it
+    report["compile_s"]["chunk"] = time.perf_counter() - tick
+    write()
     tick = time.perf_counter()
     evaluate = trainer.evaluate.lower(state.agent, state.key).compile()
     report["compile_s"]["evaluate"] = time.perf_counter() - tick
     write()
 
-    state, _ = jax.block_until_ready(compiled["warmup_chunk"](state))
-    state, _ = jax.block_until_ready(compiled["train_chunk"](state))  # first run: allocation, caches
+    state, _ = jax.block_until_ready(chunk(state, warmup))
+    state, _ = jax.block_until_ready(chunk(state, explore))  # first run: allocation, caches
     seconds = []
     for _ in range(settings.timed_chunks):
         tick = time.perf_counter()
-        state, metrics = compiled["train_chunk"](state)
+        state, metrics = chunk(state, explore)
         jax.block_until_ready((state, metrics))
         seconds.append(time.perf_counter() - tick)
     median = statistics.median(seconds)

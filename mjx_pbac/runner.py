@@ -124,6 +124,7 @@ def train(config: RunConfig, profile: str = "custom", resume_dir: str | Path | N
             "profile": profile,
             "config": config_to_dict(config),
             "env_config": dataclasses.asdict(env.config) if dataclasses.is_dataclass(getattr(env, "config", None)) else {},
+            "effective_steps": trainer.schedule.as_steps(),
             "device": device_description(),
             "created": datetime.now().isoformat(timespec="seconds"),
         }
@@ -139,7 +140,7 @@ class _Run:
         self.checkpoint_dir = run_dir / "checkpoints"
         self.eval_key = jax.random.fold_in(jax.random.key(self.train.seed), 1)
         self.last_eval: float | None = None
-        self.compiled: set[str] = set()
+        self.first_chunk = True  # the first chunk of this process includes compilation
 
     def execute(self) -> Path:
         state = self.trainer.init(jax.random.key(self.train.seed))
@@ -150,12 +151,14 @@ class _Run:
             chunk, elapsed = metadata["chunk"], metadata["elapsed_s"]
             for name in ("metrics.jsonl", "eval.jsonl"):
                 truncate_jsonl(self.run_dir / name, metadata["env_steps"])
-        logger = RunLogger(self.run_dir, self.train.tensorboard, purge_step=(chunk * self.train.chunk_steps + 1) if self.resume else None)
-        progress = Progress(self.train.total_steps, self.train.progress)
+        logger = RunLogger(self.run_dir, self.train.tensorboard, purge_step=(chunk * self.schedule.chunk_env_steps + 1) if self.resume else None)
+        progress = Progress(self.schedule.total_env_steps, self.train.progress)
         if self.resume:
-            progress.message(f"resuming {self.run_dir} from {path.name} ({chunk * self.train.chunk_steps:,} env steps)")
+            progress.message(f"resuming {self.run_dir} from {path.name} ({chunk * self.schedule.chunk_env_steps:,} env steps)")
         else:
             progress.message(f"run directory: {self.run_dir}")
+            for line in self.schedule.adjustments(self.train):
+                progress.message(f"note: {line}")
         started = time.perf_counter() - elapsed
         status, message = "finished", ""
         try:
@@ -164,7 +167,7 @@ class _Run:
                     self._evaluate(state, 0, logger)
                 while chunk < self.schedule.num_chunks:
                     state, chunk = self._chunk(state, chunk, logger, progress)
-                    env_steps = chunk * self.train.chunk_steps
+                    env_steps = chunk * self.schedule.chunk_env_steps
                     last = chunk == self.schedule.num_chunks
                     if chunk % self.schedule.eval_every_chunks == 0 or last:
                         self._evaluate(state, env_steps, logger)
@@ -196,10 +199,9 @@ class _Run:
         state, metrics = function(state)
         metrics = jax.device_get(metrics)  # the one host transfer per chunk (it also waits for it)
         seconds = time.perf_counter() - tick
-        first_call = name not in self.compiled
-        self.compiled.add(name)
+        first_call, self.first_chunk = self.first_chunk, False
         chunk += 1
-        env_steps = chunk * self.train.chunk_steps
+        env_steps = chunk * self.schedule.chunk_env_steps
         bad = non_finite_metrics(metrics)
         if bad:
             saved = checkpoint.list_checkpoints(self.checkpoint_dir)
@@ -217,16 +219,17 @@ class _Run:
         if episodes:
             record["episode_return"] = return_sum / episodes
             record["episode_length"] = length_sum / episodes
-        record.update({name: float(value) for name, value in metrics.items()})
+        if not warmup:  # during warm-up the update metrics are placeholders
+            record.update({name: float(value) for name, value in metrics.items()})
         record["chunk_seconds"] = seconds
         record["compiled"] = first_call
-        record["env_steps_per_s"] = self.train.chunk_steps / seconds
+        record["env_steps_per_s"] = self.schedule.chunk_env_steps / seconds
         record["updates_per_s"] = updates / seconds
         logger.log_chunk(record)
         if not first_call:
-            progress.update(env_steps, self.train.chunk_steps, seconds, record["updates_per_s"], self.last_eval)
+            progress.update(env_steps, self.schedule.chunk_env_steps, seconds, record["updates_per_s"], self.last_eval)
         else:
-            progress.message(f"compiled and ran the first {name.replace('_', ' ')} in {seconds:.1f} s")
+            progress.message(f"compiled and ran the first chunk in {seconds:.1f} s")
         return state, chunk
 
     def _evaluate(self, state, env_steps: int, logger: RunLogger) -> None:
@@ -248,7 +251,7 @@ class _Run:
         checkpoint.save(
             self.checkpoint_dir,
             state,
-            env_steps=chunk * self.train.chunk_steps,
+            env_steps=chunk * self.schedule.chunk_env_steps,
             metadata={"chunk": chunk, "elapsed_s": elapsed},
             keep=self.train.keep_checkpoints,
         )

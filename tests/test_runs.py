@@ -1,0 +1,260 @@
+"""Whole runs through the runner and the command line: outputs on disk, learning on the chain,
+resume after an interrupt or a crash equals the uninterrupted run, divergence stops cleanly,
+and bad input gets a clear error."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import signal
+
+import numpy as np
+import pytest
+
+import envs
+import train as cli
+from mjx_pbac import checkpoint, runner
+from mjx_pbac.config import RunConfig, load_profile
+
+TIMING = {"chunk_seconds", "env_steps_per_s", "updates_per_s", "compiled"}
+
+
+def _tiny_chain(run_dir, **train_overrides) -> RunConfig:
+    base = load_profile("chain")
+    settings = dict(
+        total_steps=4_000,
+        warmup_steps=1_000,
+        eval_interval=2_000,
+        checkpoint_interval=1_000,
+        keep_checkpoints=10,
+        run_dir=str(run_dir),
+        progress=False,
+    )
+    train = dataclasses.replace(base.train, **{**settings, **train_overrides})
+    return dataclasses.replace(base, train=train)
+
+
+def _records(path):
+    rows = [json.loads(line) for line in open(path) if line.strip()]
+    return [{k: v for k, v in row.items() if k not in TIMING} for row in rows]
+
+
+def _final_arrays(run_dir):
+    path = checkpoint.latest(run_dir / "checkpoints")
+    with np.load(path) as data:
+        return {name: data[name] for name in data.files if name != "__metadata__"}
+
+
+def _wrap_train_chunk(monkeypatch, action):
+    """Makes runner.build return trainers whose train_chunk calls action(call_number, state, metrics)."""
+    original_build = runner.build
+
+    def build(config, donate=True):
+        env, trainer = original_build(config, donate)
+        calls = {"n": 0}
+
+        def train_chunk(state):
+            calls["n"] += 1
+            state, metrics = trainer.train_chunk(state)
+            return action(calls["n"], state, metrics)
+
+        return env, trainer._replace(train_chunk=train_chunk)
+
+    monkeypatch.setattr(runner, "build", build)
+
+
+@pytest.fixture(scope="module")
+def reference_run(tmp_path_factory):
+    """The uninterrupted 4,000-step chain run that resumed runs must reproduce."""
+    run_dir = tmp_path_factory.mktemp("runs") / "reference"
+    runner.train(_tiny_chain(run_dir), profile="chain")
+    return run_dir
+
+
+def test_run_writes_config_logs_tensorboard_checkpoints_and_summary(reference_run):
+    config = json.loads((reference_run / "config.json").read_text())
+    assert config["profile"] == "chain" and config["config"]["train"]["total_steps"] == 4_000
+    assert config["env_config"]["horizon"] == 100 and config["device"]["platform"]
+    metrics = _records(reference_run / "metrics.jsonl")
+    assert [m["env_steps"] for m in metrics] == [1000, 2000, 3000, 4000]
+    assert metrics[0]["phase"] == "warmup" and all(m["phase"] == "train" for m in metrics[1:])
+    assert {"critic_loss", "actor_loss", "alpha", "critic_q_spread", "episode_return"} <= set(metrics[-1])
+    evaluations = _records(reference_run / "eval.jsonl")
+    assert [e["env_steps"] for e in evaluations] == [0, 2000, 4000]
+    assert all(len(e["returns"]) == 4 for e in evaluations)
+    assert list((reference_run / "tb").iterdir()), "no TensorBoard events"
+    names = [p.name for p in checkpoint.list_checkpoints(reference_run / "checkpoints")]
+    assert names == [f"step_{s:09d}.npz" for s in (1000, 2000, 3000, 4000)]
+    summary = json.loads((reference_run / "summary.json").read_text())
+    assert summary["status"] == "finished" and summary["final_eval"]["env_steps"] == 4000
+
+
+def test_resume_after_interrupt_equals_uninterrupted_run(tmp_path, monkeypatch, reference_run):
+    def interrupt_after_second(call, state, metrics):
+        if call == 2:
+            os.kill(os.getpid(), signal.SIGINT)  # what Ctrl-C does: honoured after this chunk
+        return state, metrics
+
+    _wrap_train_chunk(monkeypatch, interrupt_after_second)
+    run_dir = tmp_path / "interrupted"
+    runner.train(_tiny_chain(run_dir), profile="chain")
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["status"] == "interrupted" and "--resume" in summary["message"]
+    assert checkpoint.latest(run_dir / "checkpoints").name == "step_000003000.npz"
+
+    monkeypatch.undo()
+    runner.train(None, resume_dir=run_dir)
+    assert _records(run_dir / "metrics.jsonl") == _records(reference_run / "metrics.jsonl")
+    assert _records(run_dir / "eval.jsonl") == _records(reference_run / "eval.jsonl")
+    resumed, reference = _final_arrays(run_dir), _final_arrays(reference_run)
+    assert resumed.keys() == reference.keys()
+    for name in reference:
+        np.testing.assert_array_equal(resumed[name], reference[name], err_msg=name)
+
+
+def test_resume_after_crash_repeats_nothing_and_loses_nothing(tmp_path, monkeypatch, reference_run):
+    def crash_in_third(call, state, metrics):
+        if call == 3:
+            raise RuntimeError("simulated crash")
+        return state, metrics
+
+    _wrap_train_chunk(monkeypatch, crash_in_third)
+    run_dir = tmp_path / "crashed"
+    config = _tiny_chain(run_dir, checkpoint_interval=2_000)  # the crash loses the 3,000 chunk
+    with pytest.raises(RuntimeError, match="simulated crash"):
+        runner.train(config, profile="chain")
+    assert checkpoint.latest(run_dir / "checkpoints").name == "step_000002000.npz"
+    assert [m["env_steps"] for m in _records(run_dir / "metrics.jsonl")] == [1000, 2000, 3000]
+
+    monkeypatch.undo()
+    runner.train(None, resume_dir=run_dir)  # cuts the logs back to 2,000 and redoes the rest
+    assert _records(run_dir / "metrics.jsonl") == _records(reference_run / "metrics.jsonl")
+    assert _records(run_dir / "eval.jsonl") == _records(reference_run / "eval.jsonl")
+    resumed, reference = _final_arrays(run_dir), _final_arrays(reference_run)
+    for name in reference:
+        np.testing.assert_array_equal(resumed[name], reference[name], err_msg=name)
+
+
+def test_nan_stops_the_run_and_keeps_the_last_good_checkpoint(tmp_path, monkeypatch):
+    def poison_second(call, state, metrics):
+        if call == 2:
+            metrics = dict(metrics, critic_loss=metrics["critic_loss"] * np.nan)
+        return state, metrics
+
+    _wrap_train_chunk(monkeypatch, poison_second)
+    run_dir = tmp_path / "diverged"
+    with pytest.raises(runner.TrainingDiverged, match=r"3,000 env steps: non-finite critic_loss.*step_000002000"):
+        runner.train(_tiny_chain(run_dir), profile="chain")
+    assert checkpoint.latest(run_dir / "checkpoints").name == "step_000002000.npz"
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["status"] == "diverged" and "critic_loss" in summary["message"]
+    assert [m["env_steps"] for m in _records(run_dir / "metrics.jsonl")] == [1000, 2000]
+
+
+def test_run_directory_is_never_overwritten(reference_run):
+    before = (reference_run / "metrics.jsonl").read_text()
+    with pytest.raises(runner.RunError, match="already exists.*--resume"):
+        runner.train(_tiny_chain(reference_run), profile="chain")
+    assert (reference_run / "metrics.jsonl").read_text() == before
+
+
+def test_checkpoint_from_another_config_is_refused(tmp_path, reference_run):
+    other = dataclasses.replace(load_profile("chain").pbac, hidden_sizes=(16, 16))
+    _, trainer = runner.build(dataclasses.replace(_tiny_chain(tmp_path), pbac=other))
+    import jax
+
+    template = trainer.init(jax.random.key(0))
+    with pytest.raises(checkpoint.CheckpointError, match="different configuration"):
+        checkpoint.restore(checkpoint.latest(reference_run / "checkpoints"), template)
+
+
+def test_pbac_reaches_the_far_reward_on_the_chain(tmp_path):
+    """The chain profile (K=5, 32-wide networks, one env, 1 update per step), seed 0: the greedy
+    policy walks to the goal (return ~91) rather than staying at the distractor (return 10)."""
+    chain = envs.make("chain")
+    config = _tiny_chain(tmp_path / "chain", total_steps=12_000, eval_interval=4_000, checkpoint_interval=12_000)
+    runner.train(config, profile="chain")
+    final = json.loads((tmp_path / "chain" / "summary.json").read_text())["final_eval"]
+    assert final["return_mean"] > 0.95 * chain.goal_return() > 8 * chain.distractor_return()
+
+
+# -- the command line -------------------------------------------------------------------------
+
+
+def _fails(argv, capsys=None):
+    with pytest.raises(SystemExit) as raised:
+        cli.main(argv)
+    return str(raised.value.code)
+
+
+def test_cli_errors_name_what_was_wrong_and_what_is_valid(tmp_path):
+    assert "unknown profile 'chian' (did you mean chain?)" in _fails(["--profile", "chian"])
+    assert "--profile NAME is required; available:" in _fails(["--train.seed", "1"])
+    assert "not a run directory" in _fails(["--resume", str(tmp_path)])
+    assert "takes no other options" in _fails(["--resume", str(tmp_path), "--train.seed", "2"])
+    assert "unknown environment 'chainn'" in _fails(["--profile", "chain", "--train.env", "chainn"])
+    unknown_key = _fails(["--profile", "chain", "--train.env-overrides", "horizn=5"])
+    assert "horizn" in unknown_key and "horizon" in unknown_key  # names the valid keys
+    assert "unknown command" in _fails(["trian"])
+
+
+def test_cli_bad_values_are_refused_before_anything_runs(tmp_path, capsys):
+    for argv in (
+        ["--profile", "chain", "--train.warmup-steps", "20000"],
+        ["--profile", "chain", "--pbac.loss-form", "printed"],
+        ["--profile", "chain", "--pbac.bootstrap-rate", "1.5"],
+        ["--profile", "chain", "--train.env-overrides", "horizon"],
+    ):
+        with pytest.raises(SystemExit) as raised:
+            cli.main(argv + ["--train.run-dir", str(tmp_path / "x")])
+        assert raised.value.code != 0
+    err = capsys.readouterr().err
+    assert "warmup_steps (20000) must be < total_steps (20000)" in err and "bootstrap_rate must lie in [0, 1)" in err
+    assert "malformed override 'horizon'" in err and "printed" in err
+    assert not (tmp_path / "x").exists()
+
+
+def test_cli_help_lists_every_option_with_the_profile_values(capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["--profile", "chain", "--help"])
+    text = capsys.readouterr().out
+    for field in dataclasses.fields(RunConfig().train):
+        assert "--train." + field.name.replace("_", "-") in text
+    for field in dataclasses.fields(RunConfig().pbac):
+        assert "--pbac." + field.name.replace("_", "-") in text
+    assert "20000" in text.replace(",", "").replace("_", "")  # the chain profile's total_steps
+
+
+def test_every_profile_loads_and_paper_profiles_carry_spec_hyperparameters(capsys):
+    cli.main(["--list-profiles"])
+    listed = capsys.readouterr().out
+    spec = {  # SPEC 2.5: (kappa, PSR, sigma0^2)
+        "ant": (0.05, 5, 1.0), "ant_delayed": (0.05, 5, 1.0), "ant_very_delayed": (0.05, 5, 5.0),
+        "hopper": (0.01, 5, 1.0), "hopper_delayed": (0.05, 5, 1.0), "hopper_very_delayed": (0.05, 5, 1.0),
+        "humanoid": (0.05, 5, 1.0), "humanoid_delayed": (0.05, 5, 1.0),
+    }
+    for name, (kappa, psr, prior) in spec.items():
+        assert name in listed
+        config = load_profile(name)
+        assert config.train.env == name
+        p, t = config.pbac, config.train
+        assert (p.bootstrap_rate, p.posterior_sampling_rate, p.prior_variance) == (kappa, psr, prior)
+        assert (p.num_critics, p.hidden_sizes, p.gamma, p.tau, p.critic_lr) == (10, (256, 256), 0.99, 0.005, 3e-4)
+        assert (t.num_envs, t.batch_size, t.updates_per_step, t.buffer_size) == (1, 256, 5, 100_000)
+        assert (t.warmup_steps, t.total_steps, t.eval_interval, t.eval_episodes) == (10_000, 300_000, 20_000, 10)
+    for name in ("quickstart", "chain"):
+        assert name in listed
+        load_profile(name)
+
+
+def test_profile_command_writes_a_throughput_report(tmp_path):
+    out = tmp_path / "profile.json"
+    cli.main(["profile", "--profile", "chain", "--measure-steps", "50", "--timed-chunks", "2", "--out", str(out)])
+    report = json.loads(out.read_text())
+    assert report["device"]["platform"] == "cpu"
+    assert report["measure"] == {"chunk_env_steps": 50, "vector_steps_per_chunk": 50, "updates_per_chunk": 50, "timed_chunks": 2}
+    assert set(report["compile_s"]) == {"chunk", "evaluate"}
+    steady = report["steady_state"]
+    assert steady["updates_per_s"] == pytest.approx(steady["env_steps_per_s"])  # 1 update per env step
+    assert len(report["chunk_seconds"]) == 2 and report["memory"]["host_peak_rss_mib"] > 0

@@ -8,6 +8,7 @@ import dataclasses
 import json
 import os
 import signal
+import struct
 
 import numpy as np
 import pytest
@@ -38,6 +39,22 @@ def _tiny_chain(run_dir, **train_overrides) -> RunConfig:
 def _records(path):
     rows = [json.loads(line) for line in open(path) if line.strip()]
     return [{k: v for k, v in row.items() if k not in TIMING} for row in rows]
+
+
+def _tensorboard_scalars(tb_dir):
+    """{tag: [steps]} read from the TFRecord event files tensorboardX wrote."""
+    from tensorboardX.proto import event_pb2
+
+    found = {}
+    for path in tb_dir.iterdir():
+        data, i = path.read_bytes(), 0
+        while i < len(data):
+            (length,) = struct.unpack("<Q", data[i : i + 8])
+            event = event_pb2.Event.FromString(data[i + 12 : i + 12 + length])
+            i += 12 + length + 4  # length, its crc, the record, its crc
+            for value in event.summary.value:
+                found.setdefault(value.tag, []).append(event.step)
+    return found
 
 
 def _final_arrays(run_dir):
@@ -83,7 +100,12 @@ def test_run_writes_config_logs_tensorboard_checkpoints_and_summary(reference_ru
     evaluations = _records(reference_run / "eval.jsonl")
     assert [e["env_steps"] for e in evaluations] == [0, 2000, 4000]
     assert all(len(e["returns"]) == 4 for e in evaluations)
-    assert list((reference_run / "tb").iterdir()), "no TensorBoard events"
+    scalars = _tensorboard_scalars(reference_run / "tb")
+    for tag in ("eval/return_mean", "train/episode_return", "loss/critic_loss", "loss/actor_loss",
+                "loss/critic_q_spread", "policy/alpha", "perf/env_steps_per_s", "perf/updates_per_s"):
+        assert tag in scalars, (tag, sorted(scalars))
+    assert scalars["eval/return_mean"] == [0, 2000, 4000]
+    assert scalars["loss/critic_loss"] == [2000, 3000, 4000]  # none during warm-up
     names = [p.name for p in checkpoint.list_checkpoints(reference_run / "checkpoints")]
     assert names == [f"step_{s:09d}.npz" for s in (1000, 2000, 3000, 4000)]
     summary = json.loads((reference_run / "summary.json").read_text())

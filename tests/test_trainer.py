@@ -3,6 +3,8 @@ host transfers inside a chunk, and the truncation/termination distinction in PBA
 
 from __future__ import annotations
 
+import dataclasses
+
 import chex
 import jax
 import jax.numpy as jp
@@ -213,3 +215,36 @@ def test_variants_train_without_nan(pbac):
         assert np.isfinite(float(value)), name
     if pbac.actor == "deterministic":
         assert float(metrics["alpha"]) == 0.0 and float(metrics["entropy"]) == 0.0
+
+
+def test_each_loss_moves_only_its_own_parameters():
+    """One PBAC update under different learning rates: the actor lr changes only the actor, the
+    temperature lr only log alpha, the critic lr the critics, their Polyak targets and (because
+    the actor step scores heads with the just-updated critics, SPEC 2.3's order) the actor, never
+    alpha. So the actor and temperature losses send no gradient into the critics."""
+    env = CountingEnv()
+    batch = _transition([1.0, 2.0, 3.0, 4.0])
+
+    def updated(**lrs):
+        config = dataclasses.replace(SMALL, **lrs)
+        algorithm = make_pbac(config, env.observation_size, env.action_size)
+        agent = algorithm.init(jax.random.key(0))
+        new, _ = algorithm.update(agent, batch, jax.random.key(1), jp.asarray(1))
+        return agent, new
+
+    def same(a, b):
+        return all(bool(jp.array_equal(x, y)) for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)))
+
+    before, base = updated()
+    assert not same(before.critic_params, base.critic_params)
+    assert not same(before.actor_params, base.actor_params)
+    assert not same(before.log_alpha, base.log_alpha)
+    groups = {
+        "critic_lr": ("critic_params", "target_critic_params", "actor_params"),
+        "actor_lr": ("actor_params",),
+        "alpha_lr": ("log_alpha",),
+    }
+    for lr, moved in groups.items():
+        _, other = updated(**{lr: 0.1})
+        for name in ("critic_params", "target_critic_params", "actor_params", "log_alpha"):
+            assert same(getattr(base, name), getattr(other, name)) == (name not in moved), (lr, name)

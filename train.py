@@ -230,8 +230,12 @@ def main(argv: list[str]) -> None:
         train_command(argv)
         return
     if command not in COMMANDS:
+        import difflib
+
+        close = difflib.get_close_matches(command, ["profile", *COMMANDS], n=2)
+        hint = f" (did you mean {', '.join(close)}?)" if close else ""
         raise SystemExit(
-            f"error: unknown command {command!r}; train with `--profile NAME`, or use one of: "
+            f"error: unknown command {command!r}{hint}; train with `--profile NAME`, or use one of: "
             f"profile, {', '.join(COMMANDS)}"
         )
     args_type, run = COMMANDS[command]

@@ -19,6 +19,7 @@ from typing import Any, Callable, NamedTuple
 
 import jax
 import jax.numpy as jp
+import numpy as np
 from brax.envs.base import Env, State
 from flax import struct
 
@@ -196,6 +197,4 @@ def make_trainer(
 
 def non_finite_metrics(metrics: dict[str, Any]) -> list[str]:
     """Names of the metrics (host numpy values) that are NaN or infinite."""
-    import numpy as np
-
     return [name for name, value in metrics.items() if not np.all(np.isfinite(value))]

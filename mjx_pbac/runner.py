@@ -112,8 +112,9 @@ class _InterruptFlag:
         return False
 
 
-def train(config: RunConfig, profile: str = "custom", resume_dir: str | Path | None = None) -> Path:
-    """Runs (or resumes) a training run; returns its directory. See the module docstring."""
+def train(config: RunConfig | None, profile: str = "custom", resume_dir: str | Path | None = None) -> Path:
+    """Runs `config` in a new run directory, or (config None) resumes `resume_dir` with its saved
+    config; returns the run directory. See the module docstring."""
     if resume_dir is not None:
         run_dir = Path(resume_dir)
         config, profile = load_run_config(run_dir)

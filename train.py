@@ -15,6 +15,9 @@ Other commands (`python train.py COMMAND --help`):
   bench-env   env throughput (MJX steps/s and compile time vs instance count, Gymnasium ratio),
               written as a JSON report naming the device.
 
+Compiled programs are cached in ~/.cache/mjx-pbac/jax ($MJX_PBAC_JAX_CACHE moves it; empty turns
+it off), so a second run with the same shapes starts in seconds.
+
 This is the only module that parses the command line; library code takes typed configs.
 """
 
@@ -222,6 +225,9 @@ def main(argv: list[str]) -> None:
     if not argv or argv[0] in ("-h", "--help"):
         print(__doc__)
         return
+    from mjx_pbac import compilation_cache
+
+    compilation_cache.enable()  # a second run of the same program skips its compile
     command, rest = argv[0], argv[1:]
     if command == "profile":
         profile_command(rest)

@@ -2,8 +2,12 @@
 
 Train:
   python train.py --profile NAME [--train.KEY VALUE] [--pbac.KEY VALUE]
+                  [--seeds N] [--sweep NAME=v1,v2,... ...]
       trains PBAC with the preset profiles/NAME.toml; any option overrides it
       (`python train.py --profile NAME --help` lists every option with the profile's values).
+      --seeds N trains seeds seed..seed+N-1 as one vmapped program; --sweep crosses a grid of
+      PBAC's numeric knobs (bootstrap_rate, posterior_sampling_rate, prior_variance, tau, the
+      learning rates, use_diversity/use_coherence/use_propagation) with the seeds.
   python train.py --resume RUN_DIR
       continues an interrupted run from its newest checkpoint, with its saved config.
   python train.py --list-profiles
@@ -128,10 +132,35 @@ def _pop_option(argv: list[str], flag: str) -> tuple[str | None, list[str]]:
     return value, rest
 
 
+def _expand_aliases(argv: list[str]) -> list[str]:
+    """`--seeds N` -> `--train.num-seeds N`; every `--sweep NAME=v1,v2` -> one `--train.sweep ...`."""
+    out, sweeps, i = [], [], 0
+    while i < len(argv):
+        arg = argv[i]
+        flag, eq, inline = arg.partition("=") if arg.startswith("--seeds=") or arg.startswith("--sweep=") else (arg, "", "")
+        if flag in ("--seeds", "--sweep"):
+            if eq:
+                value = inline
+            elif i + 1 < len(argv) and not argv[i + 1].startswith("--"):
+                value = argv[i + 1]
+                i += 1
+            else:
+                raise SystemExit(f"error: {flag} needs a value, e.g. {flag} " + ("10" if flag == "--seeds" else "bootstrap_rate=0.01,0.05"))
+            if flag == "--seeds":
+                out += ["--train.num-seeds", value]
+            else:
+                sweeps.append(value)
+        else:
+            out.append(arg)
+        i += 1
+    return out + (["--train.sweep", *sweeps] if sweeps else [])
+
+
 def _profile_config(name: str | None, rest: list[str], prog: str, wrapper: type | None = None):
     """The RunConfig of profile `name` with command-line overrides (tyro) applied."""
     from mjx_pbac.config import load_profile, profile_names
 
+    rest = _expand_aliases(rest)
     if name is None:
         raise SystemExit(f"error: --profile NAME is required; available: {', '.join(profile_names())}")
     try:
@@ -144,12 +173,13 @@ def _profile_config(name: str | None, rest: list[str], prog: str, wrapper: type 
 
 
 def _check_env(config) -> None:
-    """Fails fast, before any compile, on a bad env name or override."""
+    """Fails fast, before any compile, on a bad env name, env override or sweep value."""
     import envs
-    from mjx_pbac.config import parse_overrides as parse
+    from mjx_pbac.config import expand_members, parse_overrides as parse
 
     try:
         envs.make(config.train.env, **parse(config.train.env_overrides))
+        expand_members(config)
     except (ValueError, TypeError) as error:
         raise SystemExit(f"error: {error}") from None
 

@@ -84,6 +84,8 @@ class Locomotion(MjxEnv):
     """Shared step and reward logic; a robot subclass gives its model, observation and health."""
 
     xml_file: str
+    root_is_free: bool
+    """True when qpos starts with a free joint (x, y, z, quaternion); False for planar robots."""
     frame_skip: int
 
     def __init__(self, config: LocomotionConfig):
@@ -142,6 +144,13 @@ class Locomotion(MjxEnv):
             return jp.zeros((), dtype=bool)
         return jp.logical_not(self.is_healthy(data))
 
+    def position_metrics(self, data: mjx.Data) -> dict[str, jax.Array]:
+        """Where the root is (reported in `State.metrics`, e.g. for exploration plots): the
+        free-joint robots report x and y, the planar Hopper x and z."""
+        if self.root_is_free:
+            return {"x_position": data.qpos[0], "y_position": data.qpos[1]}
+        return {"x_position": data.qpos[0], "z_position": data.qpos[1]}
+
     # -- Brax Env -----------------------------------------------------------------------------
     def reset(self, rng: jax.Array) -> State:
         qpos, qvel = self.sample_initial_state(rng)
@@ -152,7 +161,7 @@ class Locomotion(MjxEnv):
             obs=self.observation(data),
             reward=zero,
             done=zero,
-            metrics={"x_position": data.qpos[0], "x_velocity": zero},
+            metrics={**self.position_metrics(data), "x_velocity": zero},
         )
 
     def step(self, state: State, action: jax.Array) -> State:
@@ -165,7 +174,7 @@ class Locomotion(MjxEnv):
             reward=self.reward(prev_data, data, action),
             done=self.terminated(data).astype(jp.float32),
             # Update rather than replace: wrappers (Brax's among them) add their own metrics.
-            metrics={**state.metrics, "x_position": data.qpos[0], "x_velocity": x_velocity},
+            metrics={**state.metrics, **self.position_metrics(data), "x_velocity": x_velocity},
         )
 
 
@@ -173,6 +182,7 @@ class Ant(Locomotion):
     """Gymnasium Ant-v4: 27 observations (qpos[2:], qvel; no contact forces), 8 actions."""
 
     xml_file = "ant.xml"
+    root_is_free = True
     frame_skip = 5
 
     @staticmethod
@@ -203,6 +213,7 @@ class Hopper(Locomotion):
     """Gymnasium Hopper-v4: 11 observations (qpos[1:], clip(qvel, -10, 10)), 3 actions."""
 
     xml_file = "hopper.xml"
+    root_is_free = False  # slide x, slide z, hinge y
     frame_skip = 4
 
     @staticmethod
@@ -233,6 +244,7 @@ class Humanoid(Locomotion):
     """
 
     xml_file = "humanoid.xml"
+    root_is_free = True
     frame_skip = 5
 
     @staticmethod

@@ -19,8 +19,11 @@ AgentState = Any  # a pytree (flax.struct.dataclass) owned by the algorithm
 class Algorithm(NamedTuple):
     num_heads: int
     """K: members an instance can follow; the loop draws `active_head` in [0, K) (SPEC 2.4)."""
-    init: Callable[[jax.Array], AgentState]
-    """init(key) -> agent state (parameters, targets, optimiser states)."""
+    hyperparams: Callable[[Any], Any]
+    """hyperparams(config) -> pytree of traced scalars: the knobs that may differ between the
+    members of one vmapped run (a sweep); stored in the agent state."""
+    init: Callable[..., AgentState]
+    """init(key, hyper=None) -> agent state (parameters, targets, optimiser states, hyper)."""
     act: Callable[[AgentState, jax.Array, jax.Array, jax.Array], jax.Array]
     """act(state, obs[N, o], active_head[N], key) -> actions[N, a] in [-1, 1] (exploration)."""
     eval_act: Callable[[AgentState, jax.Array], jax.Array]

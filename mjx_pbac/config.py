@@ -92,7 +92,12 @@ class TrainConfig:
     env_overrides: tuple[str, ...] = ()
     """Env config overrides KEY=VALUE, e.g. delay_threshold=1.0 (checked against the env's config)."""
     seed: int = 0
-    """Seed of the whole run: initialisation, masks, exploration and env noise."""
+    """Seed of the (first) member: initialisation, masks, exploration and env noise."""
+    num_seeds: int = 1
+    """Independent seeds seed, seed+1, ... trained together as a vmapped axis (`--seeds N`)."""
+    sweep: tuple[str, ...] = ()
+    """Hyperparameter grids NAME=v1,v2,... over PBAC's numeric knobs (`--sweep`), crossed with
+    each other and with the seeds, all in one program; e.g. bootstrap_rate=0.01,0.05,0.1."""
     total_steps: int = 300_000
     """Env steps to train for, counted over all instances (warm-up included)."""
     num_envs: int = 1
@@ -115,6 +120,9 @@ class TrainConfig:
     """Evaluation episodes, run in parallel with the mean-over-heads deterministic policy."""
     checkpoint_interval: int = 20_000
     """Env steps between checkpoints (one is also written at the end and on interrupt)."""
+    visit_interval: int = 500
+    """Env steps between recorded visited states (the first env instance's metrics, e.g. its
+    x and y) in visits.jsonl, for exploration plots; 0 records none."""
     keep_checkpoints: int = 2
     """Most recent checkpoints kept on disk."""
     run_dir: str = ""
@@ -125,11 +133,12 @@ class TrainConfig:
     """Show a progress bar on stderr."""
 
     def __post_init__(self) -> None:
-        positive = ("total_steps", "num_envs", "batch_size", "buffer_size", "chunk_steps", "eval_interval", "eval_episodes", "checkpoint_interval", "keep_checkpoints")
+        positive = ("num_seeds", "total_steps", "num_envs", "batch_size", "buffer_size", "chunk_steps", "eval_interval", "eval_episodes", "checkpoint_interval", "keep_checkpoints")
         for name in positive:
             _require(getattr(self, name) >= 1, f"{name} must be >= 1, got {getattr(self, name)}")
         _require(self.updates_per_step >= 0, f"updates_per_step must be >= 0, got {self.updates_per_step}")
         _require(self.warmup_steps >= 0, f"warmup_steps must be >= 0, got {self.warmup_steps}")
+        _require(self.visit_interval >= 0, f"visit_interval must be >= 0, got {self.visit_interval}")
         _require(
             self.warmup_steps < self.total_steps,
             f"warmup_steps ({self.warmup_steps}) must be < total_steps ({self.total_steps})",
@@ -139,6 +148,7 @@ class TrainConfig:
             f"buffer_size ({self.buffer_size}) must hold at least one vector step ({self.num_envs})",
         )
         parse_overrides(self.env_overrides)
+        parse_sweep(self.sweep)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -230,6 +240,87 @@ def parse_overrides(pairs: tuple[str, ...] | list[str]) -> dict[str, Any]:
             value = raw.strip()
         parsed[key.strip()] = value
     return parsed
+
+
+# -- members: seeds x sweep points ----------------------------------------------------------
+
+SWEEPABLE = (
+    "bootstrap_rate",
+    "posterior_sampling_rate",
+    "prior_variance",
+    "tau",
+    "critic_lr",
+    "actor_lr",
+    "alpha_lr",
+    "use_diversity",
+    "use_coherence",
+    "use_propagation",
+)
+"""PBAC fields a sweep may vary: traced per member, so one compiled program serves all values.
+Others (K, widths, loss form, actor kind, batch and env sizes) change shapes or code."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Member:
+    """One independently trained member of a run: a seed at one sweep point."""
+
+    index: int
+    seed: int
+    label: str
+    """The configuration's name: "pbac", or e.g. "pbac bootstrap_rate=0.01" in a sweep."""
+    overrides: dict[str, Any]
+    """{"pbac.bootstrap_rate": 0.01, ...}: what this sweep point changes."""
+    pbac: PBACConfig
+
+
+def parse_sweep(entries: tuple[str, ...] | list[str]) -> list[tuple[str, list[Any]]]:
+    """("bootstrap_rate=0.01,0.05",) -> [("bootstrap_rate", [0.01, 0.05])]; names checked."""
+    grid = []
+    for entry in entries:
+        name, sep, raw = entry.partition("=")
+        name = name.strip().removeprefix("pbac.")
+        if not sep or not name or not raw.strip():
+            raise ValueError(f"malformed sweep {entry!r}: expected NAME=v1,v2,..., e.g. bootstrap_rate=0.01,0.05")
+        if name not in SWEEPABLE:
+            close = difflib.get_close_matches(name, SWEEPABLE, n=2)
+            hint = f" (did you mean {', '.join(close)}?)" if close else ""
+            raise ValueError(f"cannot sweep {name!r}{hint}; sweepable: {', '.join(SWEEPABLE)}")
+        if any(name == other for other, _ in grid):
+            raise ValueError(f"{name} is swept twice")
+        values = []
+        for item in raw.split(","):
+            item = item.strip()
+            try:
+                values.append(ast.literal_eval(item))
+            except (ValueError, SyntaxError):
+                raise ValueError(f"sweep {name}: {item!r} is not a number or True/False") from None
+        grid.append((name, values))
+    return grid
+
+
+def expand_members(config: RunConfig, algorithm: str = "pbac") -> list[Member]:
+    """The run's members: every sweep point (grid order) crossed with seeds seed..seed+num_seeds-1."""
+    import itertools
+
+    grid = parse_sweep(config.train.sweep)
+    names = [name for name, _ in grid]
+    hints = typing.get_type_hints(PBACConfig)
+    members = []
+    for point in itertools.product(*[values for _, values in grid]):
+        overrides = {name: _coerce(f"sweep {name}", value, hints[name]) for name, value in zip(names, point)}
+        pbac = dataclasses.replace(config.pbac, **overrides)  # validates the values
+        label = " ".join([algorithm] + [f"{name}={value}" for name, value in overrides.items()])
+        for offset in range(config.train.num_seeds):
+            members.append(
+                Member(
+                    index=len(members),
+                    seed=config.train.seed + offset,
+                    label=label,
+                    overrides={f"pbac.{name}": value for name, value in overrides.items()},
+                    pbac=pbac,
+                )
+            )
+    return members
 
 
 # -- profiles -------------------------------------------------------------------------------

@@ -1,7 +1,8 @@
 """What a run writes while it trains: JSON lines, TensorBoard scalars and a progress bar.
 
-`metrics.jsonl` has one record per chunk, `eval.jsonl` one per evaluation (with every episode's
-return). On resume, both are cut back to the checkpoint's step and TensorBoard purges the events
+`metrics.jsonl` has one record per member per chunk, `eval.jsonl` one per member per evaluation
+(with every episode's return), `visits.jsonl` where each member's first env instance was, every
+`visit_interval` env steps. On resume, both are cut back to the checkpoint's step and TensorBoard purges the events
 after it, so no step is ever logged twice.
 """
 
@@ -10,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -39,51 +41,67 @@ def truncate_jsonl(path: Path, max_env_steps: int) -> int:
     return dropped
 
 
-class RunLogger:
-    """Appends JSON lines (flushed per record) and mirrors scalars to TensorBoard."""
+def member_slug(label: str, seed: int) -> str:
+    """A directory name for a member: "pbac_s0", "pbac_bootstrap_rate=0.01_s3"."""
+    return re.sub(r"[^A-Za-z0-9_.=+-]+", "_", f"{label}_s{seed}")
 
-    def __init__(self, run_dir: Path, tensorboard: bool, purge_step: int | None = None):
+
+class RunLogger:
+    """Appends JSON lines (flushed per write) and mirrors scalars to TensorBoard, one TensorBoard
+    run per member under tb/<label>_s<seed>/."""
+
+    def __init__(self, run_dir: Path, members: list, tensorboard: bool, purge_step: int | None = None):
         self.run_dir = run_dir
-        self._metrics = open(run_dir / "metrics.jsonl", "a")
-        self._eval = open(run_dir / "eval.jsonl", "a")
-        self._writer = None
+        self.members = members
+        self._files = {name: open(run_dir / f"{name}.jsonl", "a") for name in ("metrics", "eval", "visits")}
+        self._writers = []
         if tensorboard:
             from tensorboardX import SummaryWriter
 
-            self._writer = SummaryWriter(str(run_dir / "tb"), purge_step=purge_step, flush_secs=10)
+            self._writers = [
+                SummaryWriter(str(run_dir / "tb" / member_slug(m.label, m.seed)), purge_step=purge_step, flush_secs=10)
+                for m in members
+            ]
 
-    @staticmethod
-    def _append(handle: TextIO, record: dict[str, Any]) -> None:
-        handle.write(json.dumps(record) + "\n")
+    def _append(self, name: str, records: list[dict[str, Any]]) -> None:
+        handle = self._files[name]
+        handle.write("".join(json.dumps(record) + "\n" for record in records))
         handle.flush()
 
-    def log_chunk(self, record: dict[str, Any]) -> None:
-        self._append(self._metrics, record)
-        if self._writer is not None:
-            step = record["env_steps"]
+    def log_chunk(self, records: list[dict[str, Any]]) -> None:
+        """One record per member (with its "member" index)."""
+        self._append("metrics", records)
+        for record in records if self._writers else ():
+            writer, step = self._writers[record["member"]], record["env_steps"]
             for name, value in record.items():
-                if name != "env_steps" and isinstance(value, (int, float)) and math.isfinite(value):
-                    self._writer.add_scalar(_tag(name), value, step)
+                if name in ("env_steps", "member", "seed") or not isinstance(value, (int, float)):
+                    continue
+                if math.isfinite(value):
+                    writer.add_scalar(_tag(name), value, step)
 
-    def log_eval(self, record: dict[str, Any]) -> None:
-        self._append(self._eval, record)
-        if self._writer is not None:
-            step = record["env_steps"]
-            self._writer.add_scalar("eval/return_mean", record["return_mean"], step)
-            self._writer.add_scalar("eval/return_std", record["return_std"], step)
-            self._writer.add_scalar("eval/length_mean", record["length_mean"], step)
+    def log_eval(self, records: list[dict[str, Any]]) -> None:
+        self._append("eval", records)
+        for record in records if self._writers else ():
+            writer, step = self._writers[record["member"]], record["env_steps"]
+            writer.add_scalar("eval/return_mean", record["return_mean"], step)
+            writer.add_scalar("eval/return_std", record["return_std"], step)
+            writer.add_scalar("eval/length_mean", record["length_mean"], step)
+
+    def log_visits(self, records: list[dict[str, Any]]) -> None:
+        if records:
+            self._append("visits", records)
 
     def close(self) -> None:
-        self._metrics.close()
-        self._eval.close()
-        if self._writer is not None:
-            self._writer.close()
+        for handle in self._files.values():
+            handle.close()
+        for writer in self._writers:
+            writer.close()
 
 
 def _tag(name: str) -> str:
     if name.startswith("critic_") or name.endswith("_loss"):
         return f"loss/{name}"
-    if name in ("env_steps_per_s", "updates_per_s", "chunk_seconds", "updates"):
+    if name in ("env_steps_per_s", "updates_per_s", "chunk_seconds", "updates", "compiled"):
         return f"perf/{name}"
     if name in ("alpha", "entropy"):
         return f"policy/{name}"
@@ -101,7 +119,8 @@ class Progress:
         self.started = time.perf_counter()
         self._recent: list[tuple[int, float]] = []  # (env steps, seconds) of recent trained chunks
 
-    def update(self, env_steps: int, chunk_steps: int, seconds: float, updates_per_s: float, eval_return: float | None) -> None:
+    def update(self, env_steps: int, chunk_steps: int, seconds: float, updates_per_s: float, eval_return: float | None, members: int = 1) -> None:
+        """`env_steps` and `chunk_steps` per member; the rates shown cover all `members`."""
         if not self.enabled:
             return
         self._recent = (self._recent + [(chunk_steps, seconds)])[-20:]
@@ -112,7 +131,7 @@ class Progress:
         evaluation = f" | eval {eval_return:9.2f}" if eval_return is not None else ""
         line = (
             f"[{bar}] {100 * fraction:5.1f}% {env_steps:>9,}/{self.total:,} | "
-            f"{steps_per_s:8,.0f} env steps/s | {updates_per_s:8,.1f} updates/s{evaluation} | "
+            f"{members * steps_per_s:8,.0f} env steps/s | {updates_per_s:8,.1f} updates/s{evaluation} | "
             f"left {_duration(left)}"
         )
         self.stream.write(("\r" + line) if self.tty else (line + "\n"))

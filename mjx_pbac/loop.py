@@ -7,6 +7,11 @@ nothing inside it returns to the host, all shapes are fixed, and the training st
 are donated from one chunk to the next. The host (`mjx_pbac.runner`) logs, evaluates and
 checkpoints between chunks.
 
+Members: a run trains M independent members (seeds, crossed with the points of a hyperparameter
+sweep) as a vmapped leading axis of the whole training state, in one program. Each member has its
+own key (from its seed), so its initialisation, bootstrap masks, exploration and env noise are its
+own; its numeric hyperparameters are traced values in its agent state (`Algorithm.hyperparams`).
+
 Posterior sampling (SPEC 2.4): instance n follows head `active_head[n]`, redrawn uniformly at the
 first step of each of its episodes and whenever its step counter (global, not reset by episodes)
 is a multiple of PSR. Bellman targets use the instance's active head with one instance, and one
@@ -41,6 +46,10 @@ class TrainState:
     """[N] int32: the head each instance follows."""
     sampling_counter: jax.Array
     """[N] int32: env steps taken by each instance; a multiple of PSR triggers a redraw."""
+    posterior_sampling_rate: jax.Array
+    """PSR of this member (int32; a sweep may vary it)."""
+    seed: jax.Array
+    """This member's seed (int32); its keys derive from it."""
     key: jax.Array
     env_steps: jax.Array
     """Transitions collected so far (int32)."""
@@ -49,7 +58,12 @@ class TrainState:
 
 
 def redraw_heads(
-    key: jax.Array, active_head: jax.Array, sampling_counter: jax.Array, episode_step: jax.Array, num_heads: int, psr: int
+    key: jax.Array,
+    active_head: jax.Array,
+    sampling_counter: jax.Array,
+    episode_step: jax.Array,
+    num_heads: int,
+    psr: int | jax.Array,
 ) -> jax.Array:
     """The heads for this step: a fresh uniform draw where the instance starts an episode
     (`episode_step == 0`) or its counter is a multiple of `psr`; the old head elsewhere."""
@@ -59,21 +73,26 @@ def redraw_heads(
 
 
 class Trainer(NamedTuple):
-    """Jitted pieces of a run; see the module docstring."""
+    """Jitted pieces of a run over M members; see the module docstring. Every state and result
+    carries the member axis first."""
 
-    init: Callable[[jax.Array], TrainState]
+    init: Callable[[jax.Array, Any, jax.Array], TrainState]
+    """init(seeds[M] int32, hyper (leaves [M]), posterior_sampling_rate[M] int32) -> state."""
     chunk: Callable[[TrainState, jax.Array], tuple[TrainState, dict]]
-    """chunk(state, explore) -> (state, metrics): the one jitted program behind the two below."""
+    """chunk(state, explore) -> (state, metrics [M] or [M, iterations] for "visit/..." keys):
+    the one jitted program behind the two below."""
     warmup_chunk: Callable[[TrainState], tuple[TrainState, dict]]
     train_chunk: Callable[[TrainState], tuple[TrainState, dict]]
-    evaluate: Callable[[AgentState, jax.Array], dict]
-    """evaluate(agent, key) -> {"returns": [E], "lengths": [E]}"""
+    evaluate: Callable[[TrainState], dict]
+    """evaluate(state) -> {"returns": [M, E], "lengths": [M, E]}, with keys from each member's
+    seed and step count (evaluation never consumes training randomness)."""
     schedule: Schedule
 
 
-def make_trainer(
-    train: TrainConfig, env: Env, algorithm: Algorithm, posterior_sampling_rate: int = 1, donate: bool = True
-) -> Trainer:
+VISIT_PREFIX = "visit/"
+
+
+def make_trainer(train: TrainConfig, env: Env, algorithm: Algorithm, donate: bool = True) -> Trainer:
     """The jitted init / chunk / evaluate functions of a run of `algorithm` on `env`."""
     schedule = Schedule.of(train)
     num_envs = train.num_envs
@@ -81,15 +100,16 @@ def make_trainer(
     action_size = env.action_size
     num_heads = algorithm.num_heads
 
-    def init(key: jax.Array) -> TrainState:
-        agent_key, env_key, head_key, key = jax.random.split(key, 4)
-        env_state = training_env.reset(env_key)
+    def init(seed: jax.Array, hyper: Any, posterior_sampling_rate: jax.Array) -> TrainState:
+        agent_key, env_key, head_key, key = jax.random.split(jax.random.key(seed), 4)
         return TrainState(
-            agent=algorithm.init(agent_key),
+            agent=algorithm.init(agent_key, hyper),
             buffer=replay.init(train.buffer_size, env.observation_size, action_size),
-            env_state=env_state,
+            env_state=training_env.reset(env_key),
             active_head=jax.random.randint(head_key, (num_envs,), 0, num_heads, dtype=jp.int32),
             sampling_counter=jp.zeros((num_envs,), jp.int32),
+            posterior_sampling_rate=jp.asarray(posterior_sampling_rate, jp.int32),
+            seed=jp.asarray(seed, jp.int32),
             key=key,
             env_steps=jp.zeros((), jp.int32),
             updates=jp.zeros((), jp.int32),
@@ -99,7 +119,8 @@ def make_trainer(
         key, head_key, action_key = jax.random.split(state.key, 3)
         env_state = state.env_state
         active_head = redraw_heads(
-            head_key, state.active_head, state.sampling_counter, env_state.info["steps"], num_heads, posterior_sampling_rate
+            head_key, state.active_head, state.sampling_counter, env_state.info["steps"], num_heads,
+            state.posterior_sampling_rate,
         )
         uniform = jax.random.uniform(action_key, (num_envs, action_size), minval=-1.0, maxval=1.0)
         action = jp.where(explore, algorithm.act(state.agent, env_state.obs, active_head, action_key), uniform)
@@ -119,6 +140,12 @@ def make_trainer(
             "return_sum": jp.sum(jp.where(ended, info["completed_return"], 0.0)),
             "length_sum": jp.sum(jp.where(ended, info["completed_length"], 0)),
         }
+        # Where instance 0 is after this step (its env's scalar metrics), for exploration plots.
+        visit = {
+            VISIT_PREFIX + name: value[0]
+            for name, value in next_state.metrics.items()
+            if value.shape == (num_envs,)
+        }
         state = state.replace(
             buffer=replay.insert(state.buffer, transition),
             env_state=next_state,
@@ -127,7 +154,7 @@ def make_trainer(
             key=key,
             env_steps=state.env_steps + num_envs,
         )
-        return state, episodes
+        return state, episodes, visit
 
     def gradient_steps(state: TrainState) -> tuple[TrainState, dict]:
         key, steps_key = jax.random.split(state.key)
@@ -154,24 +181,28 @@ def make_trainer(
         program serves both, so the env step is compiled once for training."""
 
         def iteration(state, _):
-            state, episodes = env_step(state, explore)
+            state, episodes, visit = env_step(state, explore)
             if train.updates_per_step > 0:
                 state, update_metrics = jax.lax.cond(explore, gradient_steps, no_gradient_steps, state)
             else:
                 update_metrics = {}
-            return state, (episodes, update_metrics)
+            return state, (episodes, update_metrics, visit)
 
-        state, (episodes, update_metrics) = jax.lax.scan(iteration, state, None, length=schedule.iterations_per_chunk)
+        state, (episodes, update_metrics, visits) = jax.lax.scan(
+            iteration, state, None, length=schedule.iterations_per_chunk
+        )
         metrics = {name: jp.sum(value) for name, value in episodes.items()}
         metrics.update({name: jp.mean(value) for name, value in update_metrics.items()})
+        metrics.update(visits)  # [iterations] each
         return state, metrics
 
-    def evaluate(agent: AgentState, key: jax.Array) -> dict:
+    def evaluate(state: TrainState) -> dict:
+        key = jax.random.fold_in(jax.random.fold_in(jax.random.key(state.seed), 1), state.env_steps)
         states = jax.vmap(env.reset)(jax.random.split(key, train.eval_episodes))
 
         def step(carry, _):
             env_state, returns, lengths, alive = carry
-            action = algorithm.eval_act(agent, env_state.obs)
+            action = algorithm.eval_act(state.agent, env_state.obs)
             env_state = jax.vmap(env.step)(env_state, action)
             returns = returns + jp.where(alive, env_state.reward, 0.0)
             lengths = lengths + alive.astype(jp.int32)
@@ -183,18 +214,33 @@ def make_trainer(
         (_, returns, lengths, _), _ = jax.lax.scan(step, carry, None, length=env.episode_length)
         return {"returns": returns, "lengths": lengths}
 
-    jitted_chunk = jax.jit(chunk, donate_argnums=(0,) if donate else ())
+    jitted_chunk = jax.jit(jax.vmap(chunk, in_axes=(0, None)), donate_argnums=(0,) if donate else ())
     warmup, explore = jax.device_put(False), jax.device_put(True)  # device constants: no transfer per call
     return Trainer(
-        init=jax.jit(init),
+        init=jax.jit(jax.vmap(init)),
         chunk=jitted_chunk,
         warmup_chunk=lambda state: jitted_chunk(state, warmup),
         train_chunk=lambda state: jitted_chunk(state, explore),
-        evaluate=jax.jit(evaluate),
+        evaluate=jax.jit(jax.vmap(evaluate)),
         schedule=schedule,
     )
 
 
-def non_finite_metrics(metrics: dict[str, Any]) -> list[str]:
-    """Names of the metrics (host numpy values) that are NaN or infinite."""
-    return [name for name, value in metrics.items() if not np.all(np.isfinite(value))]
+def member_inputs(algorithm: Algorithm, members: list[tuple[int, Any]]) -> tuple[jax.Array, Any, jax.Array]:
+    """(seeds[M], hyper stacked on [M], PSR[M]) for `Trainer.init` from (seed, algorithm config) pairs."""
+    seeds = jp.asarray([seed for seed, _ in members], jp.int32)
+    hypers = [algorithm.hyperparams(config) for _, config in members]
+    hyper = jax.tree.map(lambda *leaves: jp.stack(leaves), *hypers)
+    psr = jp.asarray([config.posterior_sampling_rate for _, config in members], jp.int32)
+    return seeds, hyper, psr
+
+
+def non_finite_metrics(metrics: dict[str, Any]) -> dict[str, list[int]]:
+    """{metric name: members where it is NaN or infinite} for host metrics with a member axis."""
+    bad = {}
+    for name, value in metrics.items():
+        value = np.asarray(value).reshape(np.shape(value)[0], -1)
+        members = np.flatnonzero(~np.all(np.isfinite(value), axis=1))
+        if members.size:
+            bad[name] = members.tolist()
+    return bad

@@ -36,12 +36,13 @@ def pbac_critic_loss(
     gamma: float,
     prior_variance: float,
     form: Literal["reference", "paper"] = "reference",
-    use_diversity: bool = True,
-    use_coherence: bool = True,
-    use_propagation: bool = True,
+    use_diversity: bool | jax.Array = True,
+    use_coherence: bool | jax.Array = True,
+    use_propagation: bool | jax.Array = True,
 ) -> tuple[jax.Array, dict[str, jax.Array]]:
     """PBAC critic loss (module docstring) of q, y, mask, each [K, B]; y gets no gradient.
 
+    gamma and prior_variance may be traced scalars; the switches bools or traced 0/1 scalars.
     Returns (loss, aux) with aux the three terms (whether switched on or not), the ensemble's
     per-sample standard deviation of q averaged over the batch (`q_spread`) and the mean q.
     """
@@ -68,13 +69,12 @@ def pbac_critic_loss(
     coherence = jp.mean(mask * jp.square(q - y_bar)) / coherence_scale
     propagation = -(gamma**2 + 0.5) * jp.mean(jp.log(jp.maximum(variance, VARIANCE_FLOOR)))
 
-    loss = jp.zeros((), q.dtype)
-    if use_diversity:
-        loss = loss + diversity
-    if use_coherence:
-        loss = loss + coherence
-    if use_propagation:
-        loss = loss + propagation
+    # Switches may be Python bools or traced 0/1 arrays (so a sweep can vary them per member).
+    loss = (
+        jp.asarray(use_diversity, q.dtype) * diversity
+        + jp.asarray(use_coherence, q.dtype) * coherence
+        + jp.asarray(use_propagation, q.dtype) * propagation
+    )
     aux = {
         "diversity": diversity,
         "coherence": coherence,

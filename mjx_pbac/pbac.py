@@ -10,7 +10,7 @@ One gradient step, in this order (SPEC 2.3):
 
 from __future__ import annotations
 
-import functools
+import dataclasses
 
 import jax
 import jax.numpy as jp
@@ -25,7 +25,29 @@ from mjx_pbac.replay import Transition
 
 
 @struct.dataclass
+class PBACHyper:
+    """The numeric knobs that may differ between members of one vmapped run (a sweep): traced
+    scalars, so one compiled program serves every value."""
+
+    bootstrap_rate: jax.Array
+    prior_variance: jax.Array
+    tau: jax.Array
+    critic_lr: jax.Array
+    actor_lr: jax.Array
+    alpha_lr: jax.Array
+    use_diversity: jax.Array
+    use_coherence: jax.Array
+    use_propagation: jax.Array
+
+    @classmethod
+    def of(cls, config: PBACConfig) -> "PBACHyper":
+        return cls(**{f.name: jp.asarray(float(getattr(config, f.name)), jp.float32) for f in dataclasses.fields(cls)})
+
+
+@struct.dataclass
 class PBACState:
+    hyper: PBACHyper
+    """This member's hyperparameters (see `PBACHyper`)."""
     critic_params: dict
     """K critics, leading axis K."""
     target_critic_params: dict
@@ -49,27 +71,24 @@ def make_pbac(config: PBACConfig, obs_size: int, action_size: int) -> Algorithm:
     critic = make_critic_ensemble(config.num_critics, config.hidden_sizes)
     actor = make_actor(config.num_critics, config.hidden_sizes, action_size, config.actor == "deterministic")
     soft = config.actor == "soft"
-    critic_opt = optax.adam(config.critic_lr)
-    actor_opt = optax.adam(config.actor_lr)
-    alpha_opt = optax.adam(config.alpha_lr)
+    # Adam without its learning rate, which comes from the member's `PBACHyper` at each step.
+    critic_opt = actor_opt = alpha_opt = optax.scale_by_adam()
     target_entropy = -float(action_size)
-    critic_loss = functools.partial(
-        losses.pbac_critic_loss,
-        gamma=config.gamma,
-        prior_variance=config.prior_variance,
-        form=config.loss_form,
-        use_diversity=config.use_diversity,
-        use_coherence=config.use_coherence,
-        use_propagation=config.use_propagation,
-    )
 
-    def init(key: jax.Array) -> PBACState:
+    def adam_step(optimizer, grads, opt_state, params, learning_rate):
+        direction, opt_state = optimizer.update(grads, opt_state, params)
+        return optax.apply_updates(params, jax.tree.map(lambda d: -learning_rate * d, direction)), opt_state
+
+    def init(key: jax.Array, hyper: PBACHyper | None = None) -> PBACState:
+        """Parameters, targets and optimiser states; `hyper` defaults to the config's values."""
+        hyper = PBACHyper.of(config) if hyper is None else hyper
         critic_key, actor_key = jax.random.split(key)
         obs, action = jp.zeros((1, obs_size)), jp.zeros((1, action_size))
         critic_params = critic.init(critic_key, obs, action)
         actor_params = actor.init(actor_key, obs)
         log_alpha = jp.asarray(config.init_log_alpha, jp.float32)  # unused by tanh heads
         return PBACState(
+            hyper=hyper,
             critic_params=critic_params,
             target_critic_params=jax.tree.map(jp.copy, critic_params),
             actor_params=actor_params,
@@ -103,16 +122,28 @@ def make_pbac(config: PBACConfig, obs_size: int, action_size: int) -> Algorithm:
         y = losses.bellman_targets(
             batch.reward, batch.terminated, next_q, next_log_prob, gamma=config.gamma, alpha=alpha
         )
-        mask = jax.random.bernoulli(mask_key, 1.0 - config.bootstrap_rate, y.shape)
+        hyper = state.hyper
+        mask = jax.random.bernoulli(mask_key, 1.0 - hyper.bootstrap_rate, y.shape)
 
         def critic_objective(params):
-            return critic_loss(critic.apply(params, batch.obs, batch.action), y, mask)
+            return losses.pbac_critic_loss(
+                critic.apply(params, batch.obs, batch.action),
+                y,
+                mask,
+                gamma=config.gamma,
+                prior_variance=hyper.prior_variance,
+                form=config.loss_form,
+                use_diversity=hyper.use_diversity,
+                use_coherence=hyper.use_coherence,
+                use_propagation=hyper.use_propagation,
+            )
 
         (critic_value, critic_aux), critic_grads = jax.value_and_grad(critic_objective, has_aux=True)(
             state.critic_params
         )
-        critic_updates, critic_opt_state = critic_opt.update(critic_grads, state.critic_opt_state, state.critic_params)
-        critic_params = optax.apply_updates(state.critic_params, critic_updates)
+        critic_params, critic_opt_state = adam_step(
+            critic_opt, critic_grads, state.critic_opt_state, state.critic_params, hyper.critic_lr
+        )
 
         # 2. actor: head k scored by (the just updated) critic k
         def actor_objective(params):
@@ -121,21 +152,24 @@ def make_pbac(config: PBACConfig, obs_size: int, action_size: int) -> Algorithm:
             return losses.soft_actor_loss(q, log_prob, alpha), log_prob
 
         (actor_value, log_prob), actor_grads = jax.value_and_grad(actor_objective, has_aux=True)(state.actor_params)
-        actor_updates, actor_opt_state = actor_opt.update(actor_grads, state.actor_opt_state, state.actor_params)
-        actor_params = optax.apply_updates(state.actor_params, actor_updates)
+        actor_params, actor_opt_state = adam_step(
+            actor_opt, actor_grads, state.actor_opt_state, state.actor_params, hyper.actor_lr
+        )
 
         # 3. temperature
         log_alpha, alpha_opt_state = state.log_alpha, state.alpha_opt_state
         if soft:
             alpha_grad = jax.grad(losses.temperature_loss)(state.log_alpha, log_prob, target_entropy)
-            alpha_updates, alpha_opt_state = alpha_opt.update(alpha_grad, state.alpha_opt_state, state.log_alpha)
-            log_alpha = optax.apply_updates(state.log_alpha, alpha_updates)
+            log_alpha, alpha_opt_state = adam_step(
+                alpha_opt, alpha_grad, state.alpha_opt_state, state.log_alpha, hyper.alpha_lr
+            )
 
         # 4. Polyak
         target_critic_params = jax.tree.map(
-            lambda target, online: target + config.tau * (online - target), state.target_critic_params, critic_params
+            lambda target, online: target + hyper.tau * (online - target), state.target_critic_params, critic_params
         )
         new_state = PBACState(
+            hyper=hyper,
             critic_params=critic_params,
             target_critic_params=target_critic_params,
             actor_params=actor_params,
@@ -154,4 +188,11 @@ def make_pbac(config: PBACConfig, obs_size: int, action_size: int) -> Algorithm:
         }
         return new_state, metrics
 
-    return Algorithm(num_heads=config.num_critics, init=init, act=act, eval_act=eval_act, update=update)
+    return Algorithm(
+        num_heads=config.num_critics,
+        hyperparams=PBACHyper.of,
+        init=init,
+        act=act,
+        eval_act=eval_act,
+        update=update,
+    )

@@ -5,7 +5,7 @@ reports:
 - compile time of the chunk program (warm-up and training share it) and of evaluation (ahead-of-time
   `lower().compile()`, so compilation is timed apart from execution);
 - steady state: the median over `timed_chunks` training chunks (after one untimed training chunk)
-  of env steps/s and gradient updates/s;
+  of env steps/s and gradient updates/s, summed over the run's members (seeds x sweep points);
 - peak memory: the device allocator's peak where the backend reports it (GPU), and the process's
   peak resident memory (host);
 - the device, the jax version and the resolved config.
@@ -93,8 +93,11 @@ def measure(config: RunConfig, profile: str, settings: ProfileSettings, out: str
             Path(out).write_text(json.dumps(report, indent=2) + "\n")
 
     tick = time.perf_counter()
-    env, trainer = build(measured)
-    state = jax.block_until_ready(trainer.init(jax.random.key(train.seed)))
+    built = build(measured)
+    env, trainer = built.env, built.trainer
+    members = len(built.members)
+    report["members"] = members
+    state = jax.block_until_ready(built.init_state())
     report["init_s"] = time.perf_counter() - tick
 
     explore, warmup = jax.device_put(True), jax.device_put(False)
@@ -103,7 +106,7 @@ def measure(config: RunConfig, profile: str, settings: ProfileSettings, out: str
     report["compile_s"]["chunk"] = time.perf_counter() - tick
     write()
     tick = time.perf_counter()
-    evaluate = trainer.evaluate.lower(state.agent, state.key).compile()
+    evaluate = trainer.evaluate.lower(state).compile()
     report["compile_s"]["evaluate"] = time.perf_counter() - tick
     write()
 
@@ -117,15 +120,15 @@ def measure(config: RunConfig, profile: str, settings: ProfileSettings, out: str
         seconds.append(time.perf_counter() - tick)
     median = statistics.median(seconds)
     report["chunk_seconds"] = seconds
-    report["steady_state"] = {
-        "env_steps_per_s": train.chunk_steps / median,
-        "updates_per_s": report["measure"]["updates_per_chunk"] / median,
-        "seconds_per_update": median / max(report["measure"]["updates_per_chunk"], 1),
+    report["steady_state"] = {  # all members together
+        "env_steps_per_s": members * train.chunk_steps / median,
+        "updates_per_s": members * report["measure"]["updates_per_chunk"] / median,
+        "seconds_per_chunk": median,
     }
     tick = time.perf_counter()
-    jax.block_until_ready(evaluate(state.agent, state.key))
+    jax.block_until_ready(evaluate(state))
     eval_seconds = time.perf_counter() - tick
-    eval_steps = train.eval_episodes * env.episode_length
+    eval_steps = members * train.eval_episodes * env.episode_length
     report["evaluation"] = {
         "episodes": train.eval_episodes,
         "env_steps": eval_steps,

@@ -22,16 +22,17 @@ import signal
 import time
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import numpy as np
 
 import envs
 from mjx_pbac import checkpoint
-from mjx_pbac.config import RunConfig, config_from_dict, config_to_dict, parse_overrides
+from mjx_pbac.algorithm import Algorithm
+from mjx_pbac.config import Member, RunConfig, config_from_dict, config_to_dict, expand_members, parse_overrides
 from mjx_pbac.logger import Progress, RunLogger, truncate_jsonl
-from mjx_pbac.loop import Trainer, make_trainer, non_finite_metrics
+from mjx_pbac.loop import VISIT_PREFIX, Trainer, make_trainer, member_inputs, non_finite_metrics
 from mjx_pbac.pbac import make_pbac
 
 RUNS_ROOT = Path("runs")
@@ -45,12 +46,28 @@ class TrainingDiverged(RunError):
     pass
 
 
-def build(config: RunConfig, donate: bool = True) -> tuple[Any, Trainer]:
-    """(env, trainer) for `config`; raises ValueError/TypeError for a bad env name or override."""
+class Built(NamedTuple):
+    env: Any
+    algorithm: Algorithm
+    trainer: Trainer
+    members: list[Member]
+
+    def init_state(self):
+        """The members' initial training state (leading axis M)."""
+        return self.trainer.init(*member_inputs(self.algorithm, [(m.seed, m.pbac) for m in self.members]))
+
+
+def build(config: RunConfig, donate: bool = True) -> Built:
+    """Env, algorithm, jitted trainer and members of `config`; raises ValueError/TypeError for a
+    bad env name, override or sweep."""
     env = envs.make(config.train.env, **parse_overrides(config.train.env_overrides))
+    members = expand_members(config, ALGORITHM)
     algorithm = make_pbac(config.pbac, env.observation_size, env.action_size)
-    trainer = make_trainer(config.train, env, algorithm, config.pbac.posterior_sampling_rate, donate=donate)
-    return env, trainer
+    trainer = make_trainer(config.train, env, algorithm, donate=donate)
+    return Built(env, algorithm, trainer, members)
+
+
+ALGORITHM = "pbac"
 
 
 def device_description() -> dict[str, Any]:
@@ -118,46 +135,51 @@ def train(config: RunConfig | None, profile: str = "custom", resume_dir: str | P
     if resume_dir is not None:
         run_dir = Path(resume_dir)
         config, profile = load_run_config(run_dir)
-    env, trainer = build(config)
+    built = build(config)
     if resume_dir is None:
         run_dir = new_run_dir(config, profile)
+        env = built.env
         record = {
             "profile": profile,
+            "algorithm": ALGORITHM,
             "config": config_to_dict(config),
+            "members": [
+                {"index": m.index, "seed": m.seed, "label": m.label, "overrides": m.overrides} for m in built.members
+            ],
             "env_config": dataclasses.asdict(env.config) if dataclasses.is_dataclass(getattr(env, "config", None)) else {},
-            "effective_steps": trainer.schedule.as_steps(),
+            "effective_steps": built.trainer.schedule.as_steps(),
             "device": device_description(),
             "created": datetime.now().isoformat(timespec="seconds"),
         }
         (run_dir / "config.json").write_text(json.dumps(record, indent=2) + "\n")
-    return _Run(config, run_dir, trainer, resume=resume_dir is not None).execute()
+    return _Run(config, run_dir, built, resume=resume_dir is not None).execute()
 
 
 class _Run:
-    def __init__(self, config: RunConfig, run_dir: Path, trainer: Trainer, resume: bool):
-        self.config, self.run_dir, self.trainer, self.resume = config, run_dir, trainer, resume
+    def __init__(self, config: RunConfig, run_dir: Path, built: Built, resume: bool):
+        self.config, self.run_dir, self.built, self.resume = config, run_dir, built, resume
+        self.trainer, self.members = built.trainer, built.members
         self.train = config.train
-        self.schedule = trainer.schedule
+        self.schedule = self.trainer.schedule
         self.checkpoint_dir = run_dir / "checkpoints"
-        self.eval_key = jax.random.fold_in(jax.random.key(self.train.seed), 1)
         self.last_eval: float | None = None
         self.first_chunk = True  # the first chunk of this process includes compilation
 
     def execute(self) -> Path:
-        state = self.trainer.init(jax.random.key(self.train.seed))
+        state = self.built.init_state()
         chunk, elapsed = 0, 0.0
         if self.resume:
             path = checkpoint.latest(self.checkpoint_dir)
             state, metadata = checkpoint.restore(path, template=state)
             chunk, elapsed = metadata["chunk"], metadata["elapsed_s"]
-            for name in ("metrics.jsonl", "eval.jsonl"):
+            for name in ("metrics.jsonl", "eval.jsonl", "visits.jsonl"):
                 truncate_jsonl(self.run_dir / name, metadata["env_steps"])
-        logger = RunLogger(self.run_dir, self.train.tensorboard, purge_step=(chunk * self.schedule.chunk_env_steps + 1) if self.resume else None)
+        logger = RunLogger(self.run_dir, self.members, self.train.tensorboard, purge_step=(chunk * self.schedule.chunk_env_steps + 1) if self.resume else None)
         progress = Progress(self.schedule.total_env_steps, self.train.progress)
         if self.resume:
             progress.message(f"resuming {self.run_dir} from {path.name} ({chunk * self.schedule.chunk_env_steps:,} env steps)")
         else:
-            progress.message(f"run directory: {self.run_dir}")
+            progress.message(f"run directory: {self.run_dir} ({len(self.members)} member(s) in one program)")
             for line in self.schedule.adjustments(self.train):
                 progress.message(f"note: {line}")
         started = time.perf_counter() - elapsed
@@ -207,45 +229,88 @@ class _Run:
         if bad:
             saved = checkpoint.list_checkpoints(self.checkpoint_dir)
             keep = f"the last good checkpoint is {saved[-1]}" if saved else "no checkpoint was written before it"
+            where = "; ".join(
+                f"{name} in " + ", ".join(f"{self.members[i].label} seed {self.members[i].seed}" for i in members)
+                for name, members in sorted(bad.items())
+            )
             raise TrainingDiverged(
-                f"training diverged in the chunk ending at {env_steps:,} env steps: non-finite "
-                f"{', '.join(sorted(bad))}. Nothing after the previous checkpoint was saved; {keep}. "
+                f"training diverged in the chunk ending at {env_steps:,} env steps: non-finite {where}. "
+                f"Nothing after the previous checkpoint was saved; {keep}. "
                 "Lower the learning rates or check the env overrides."
             )
+        start_steps = env_steps - self.schedule.chunk_env_steps
+        visits = {name.removeprefix(VISIT_PREFIX): metrics.pop(name) for name in list(metrics) if name.startswith(VISIT_PREFIX)}
+        logger.log_visits(self._visit_records(visits, start_steps))
         updates = 0 if warmup else self.schedule.iterations_per_chunk * self.train.updates_per_step
-        record = {"env_steps": env_steps, "phase": "warmup" if warmup else "train"}
-        episodes = int(metrics.pop("episodes"))
-        return_sum, length_sum = float(metrics.pop("return_sum")), float(metrics.pop("length_sum"))
-        record["episodes"] = episodes
-        if episodes:
-            record["episode_return"] = return_sum / episodes
-            record["episode_length"] = length_sum / episodes
-        if not warmup:  # during warm-up the update metrics are placeholders
-            record.update({name: float(value) for name, value in metrics.items()})
-        record["chunk_seconds"] = seconds
-        record["compiled"] = first_call
-        record["env_steps_per_s"] = self.schedule.chunk_env_steps / seconds
-        record["updates_per_s"] = updates / seconds
-        logger.log_chunk(record)
+        timing = {
+            "chunk_seconds": seconds,
+            "compiled": first_call,
+            "env_steps_per_s": self.schedule.chunk_env_steps * len(self.members) / seconds,
+            "updates_per_s": updates * len(self.members) / seconds,
+        }
+        records = []
+        for member in self.members:
+            i = member.index
+            record = {"env_steps": env_steps, "member": i, "seed": member.seed, "label": member.label}
+            record["phase"] = "warmup" if warmup else "train"
+            episodes = int(metrics["episodes"][i])
+            record["episodes"] = episodes
+            if episodes:
+                record["episode_return"] = float(metrics["return_sum"][i]) / episodes
+                record["episode_length"] = float(metrics["length_sum"][i]) / episodes
+            if not warmup:  # during warm-up the update metrics are placeholders
+                record.update(
+                    {name: float(value[i]) for name, value in metrics.items() if name not in ("episodes", "return_sum", "length_sum")}
+                )
+            records.append({**record, **timing})
+        logger.log_chunk(records)
         if not first_call:
-            progress.update(env_steps, self.schedule.chunk_env_steps, seconds, record["updates_per_s"], self.last_eval)
+            progress.update(
+                env_steps, self.schedule.chunk_env_steps, seconds, timing["updates_per_s"], self.last_eval, len(self.members)
+            )
         else:
             progress.message(f"compiled and ran the first chunk in {seconds:.1f} s")
         return state, chunk
 
+    def _visit_records(self, visits: dict[str, np.ndarray], start_steps: int) -> list[dict]:
+        """Records for the vector steps of this chunk that cross a multiple of visit_interval."""
+        interval = self.train.visit_interval
+        if not interval or not visits:
+            return []
+        steps = start_steps + self.schedule.num_envs * np.arange(1, self.schedule.iterations_per_chunk + 1)
+        crossed = np.flatnonzero(steps // interval > (steps - self.schedule.num_envs) // interval)
+        return [
+            {
+                "env_steps": int(steps[j]),
+                "member": m.index,
+                "seed": m.seed,
+                "label": m.label,
+                "state": {name: float(value[m.index, j]) for name, value in visits.items()},
+            }
+            for j in crossed
+            for m in self.members
+        ]
+
     def _evaluate(self, state, env_steps: int, logger: RunLogger) -> None:
-        result = jax.device_get(self.trainer.evaluate(state.agent, jax.random.fold_in(self.eval_key, env_steps)))
-        returns = np.asarray(result["returns"], dtype=float)
+        result = jax.device_get(self.trainer.evaluate(state))
+        returns = np.asarray(result["returns"], dtype=float)  # [M, E]
+        lengths = np.asarray(result["lengths"])
         self.last_eval = float(returns.mean())
         logger.log_eval(
-            {
-                "env_steps": env_steps,
-                "return_mean": float(returns.mean()),
-                "return_std": float(returns.std()),
-                "length_mean": float(np.mean(result["lengths"])),
-                "returns": returns.tolist(),
-                "lengths": np.asarray(result["lengths"]).tolist(),
-            }
+            [
+                {
+                    "env_steps": env_steps,
+                    "member": m.index,
+                    "seed": m.seed,
+                    "label": m.label,
+                    "return_mean": float(returns[m.index].mean()),
+                    "return_std": float(returns[m.index].std()),
+                    "length_mean": float(lengths[m.index].mean()),
+                    "returns": returns[m.index].tolist(),
+                    "lengths": lengths[m.index].tolist(),
+                }
+                for m in self.members
+            ]
         )
 
     def _save(self, state, chunk: int, elapsed: float) -> None:
@@ -259,11 +324,19 @@ class _Run:
 
     def _summary(self, status: str, message: str, elapsed: float) -> None:
         evaluations = [json.loads(line) for line in (self.run_dir / "eval.jsonl").read_text().splitlines() if line.strip()]
+        last_step = max((e["env_steps"] for e in evaluations), default=None)
+        final = [e for e in evaluations if e["env_steps"] == last_step]
         summary = {
             "status": status,
             "message": message,
             "elapsed_s": elapsed,
-            "final_eval": evaluations[-1] if evaluations else None,
+            "final_eval": {
+                "env_steps": last_step,
+                "return_mean": float(np.mean([e["return_mean"] for e in final])),
+                "per_member": [{k: e[k] for k in ("member", "seed", "label", "return_mean")} for e in final],
+            }
+            if final
+            else None,
             "checkpoints": [p.name for p in checkpoint.list_checkpoints(self.checkpoint_dir)],
         }
         (self.run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")

@@ -69,15 +69,15 @@ def _wrap_train_chunk(monkeypatch, action):
     original_build = runner.build
 
     def build(config, donate=True):
-        env, trainer = original_build(config, donate)
+        built = original_build(config, donate)
         calls = {"n": 0}
 
         def train_chunk(state):
             calls["n"] += 1
-            state, metrics = trainer.train_chunk(state)
+            state, metrics = built.trainer.train_chunk(state)
             return action(calls["n"], state, metrics)
 
-        return env, trainer._replace(train_chunk=train_chunk)
+        return built._replace(trainer=built.trainer._replace(train_chunk=train_chunk))
 
     monkeypatch.setattr(runner, "build", build)
 
@@ -101,7 +101,8 @@ def test_run_writes_config_logs_tensorboard_checkpoints_and_summary(reference_ru
     evaluations = _records(reference_run / "eval.jsonl")
     assert [e["env_steps"] for e in evaluations] == [0, 2000, 4000]
     assert all(len(e["returns"]) == 4 for e in evaluations)
-    scalars = _tensorboard_scalars(reference_run / "tb")
+    assert [p.name for p in (reference_run / "tb").iterdir()] == ["pbac_s0"]  # one TensorBoard run per member
+    scalars = _tensorboard_scalars(reference_run / "tb" / "pbac_s0")
     for tag in ("eval/return_mean", "train/episode_return", "loss/critic_loss", "loss/actor_loss",
                 "loss/critic_q_spread", "policy/alpha", "perf/env_steps_per_s", "perf/updates_per_s"):
         assert tag in scalars, (tag, sorted(scalars))
@@ -184,8 +185,7 @@ def test_run_directory_is_never_overwritten(reference_run):
 
 def test_checkpoint_from_another_config_is_refused(tmp_path, reference_run):
     other = dataclasses.replace(load_profile("chain").pbac, hidden_sizes=(16, 16))
-    _, trainer = runner.build(dataclasses.replace(_tiny_chain(tmp_path), pbac=other))
-    template = trainer.init(jax.random.key(0))
+    template = runner.build(dataclasses.replace(_tiny_chain(tmp_path), pbac=other)).init_state()
     with pytest.raises(checkpoint.CheckpointError, match="different configuration"):
         checkpoint.restore(checkpoint.latest(reference_run / "checkpoints"), template)
 

@@ -14,11 +14,20 @@ import pytest
 import envs
 from mjx_pbac import replay
 from mjx_pbac.config import PBACConfig, TrainConfig
-from mjx_pbac.loop import make_trainer, redraw_heads
+from mjx_pbac.loop import make_trainer, member_inputs, redraw_heads
 from mjx_pbac.pbac import make_pbac
 from tests.probe_envs import CountingEnv
 
 SMALL = PBACConfig(num_critics=3, hidden_sizes=(8,))
+
+
+def _one_member(trainer, algorithm, config=SMALL, seed=0):
+    """The initial state of a one-member run (leading member axis of size 1)."""
+    return trainer.init(*member_inputs(algorithm, [(seed, config)]))
+
+
+def _member(tree, index=0):
+    return jax.tree.map(lambda leaf: leaf[index], jax.device_get(tree))
 
 
 def _transition(values, obs_size=2):
@@ -117,13 +126,14 @@ def _counting_trainer(terminate_at, num_envs=2, chunk_steps=16):
         eval_episodes=2, checkpoint_interval=chunk_steps,
     )
     algorithm = make_pbac(SMALL, env.observation_size, env.action_size)
-    return make_trainer(train, env, algorithm, posterior_sampling_rate=2)
+    trainer = make_trainer(train, env, algorithm)
+    return trainer, _one_member(trainer, algorithm, dataclasses.replace(SMALL, posterior_sampling_rate=2))
 
 
 def test_truncation_stores_final_obs_and_is_not_termination():
-    trainer = _counting_trainer(terminate_at=None, num_envs=1, chunk_steps=8)
-    state, metrics = trainer.warmup_chunk(trainer.init(jax.random.key(0)))
-    data = jax.device_get(state.buffer.data)
+    trainer, state = _counting_trainer(terminate_at=None, num_envs=1, chunk_steps=8)
+    state, metrics = _member(trainer.warmup_chunk(state))
+    data = state.buffer.data
     # Steps t = 0..4 then a reset: obs[0] = 0,1,2,3,4,0,1,2 ; next_obs[0] = 1..5,1,2,3.
     np.testing.assert_array_equal(data.obs[:8, 0], [0, 1, 2, 3, 4, 0, 1, 2])
     np.testing.assert_array_equal(data.next_obs[:8, 0], [1, 2, 3, 4, 5, 1, 2, 3])
@@ -135,9 +145,9 @@ def test_truncation_stores_final_obs_and_is_not_termination():
 
 
 def test_termination_is_stored_as_terminated_with_its_final_obs():
-    trainer = _counting_trainer(terminate_at=3, num_envs=2, chunk_steps=8)
-    state, metrics = trainer.warmup_chunk(trainer.init(jax.random.key(0)))
-    data = jax.device_get(state.buffer.data)
+    trainer, state = _counting_trainer(terminate_at=3, num_envs=2, chunk_steps=8)
+    state, metrics = _member(trainer.warmup_chunk(state))
+    data = state.buffer.data
     # Two instances interleaved per vector step: rows (2t, 2t+1) hold step t of instances 0, 1.
     obs = data.obs[:8, 0].reshape(4, 2)[:, 0]
     next_obs = data.next_obs[:8, 0].reshape(4, 2)[:, 0]
@@ -149,10 +159,9 @@ def test_termination_is_stored_as_terminated_with_its_final_obs():
 
 
 def test_sampling_counter_and_env_steps_advance_per_vector_step():
-    trainer = _counting_trainer(terminate_at=None, num_envs=2, chunk_steps=16)
-    state = trainer.init(jax.random.key(0))
+    trainer, state = _counting_trainer(terminate_at=None, num_envs=2, chunk_steps=16)
     state, _ = trainer.warmup_chunk(state)
-    state, _ = trainer.train_chunk(state)
+    state, _ = _member(trainer.train_chunk(state))
     np.testing.assert_array_equal(state.sampling_counter, [16, 16])
     assert int(state.env_steps) == 32 and int(state.updates) == 8
     assert int(state.buffer.size) == 32
@@ -181,17 +190,17 @@ def test_chunks_compile_once_and_stay_on_device():
         warmup_steps=40, chunk_steps=40, eval_interval=40, eval_episodes=2, checkpoint_interval=40,
     )
     algorithm = make_pbac(SMALL, env.observation_size, env.action_size)
-    trainer = make_trainer(train, env, algorithm, posterior_sampling_rate=5)
-    state = trainer.init(jax.random.key(0))
+    trainer = make_trainer(train, env, algorithm)
+    state = _one_member(trainer, algorithm)
     state, _ = trainer.warmup_chunk(state)
     with jax.transfer_guard("disallow"):
         for _ in range(3):
             state, metrics = trainer.train_chunk(state)
-        result = trainer.evaluate(state.agent, state.key)
+        result = trainer.evaluate(state)
     assert trainer.chunk._cache_size() == 1  # warm-up and training share one program
-    chex.assert_shape(result["returns"], (2,))
-    assert np.isfinite(float(metrics["critic_loss"]))
-    assert int(state.env_steps) == 160
+    chex.assert_shape(result["returns"], (1, 2))
+    assert np.isfinite(float(metrics["critic_loss"][0]))
+    assert int(state.env_steps[0]) == 160
 
 
 @pytest.mark.parametrize(
@@ -208,11 +217,12 @@ def test_variants_train_without_nan(pbac):
         env="chain", total_steps=200, num_envs=2, batch_size=16, updates_per_step=1, buffer_size=400,
         warmup_steps=100, chunk_steps=100, eval_interval=100, eval_episodes=2, checkpoint_interval=100,
     )
-    trainer = make_trainer(train, env, make_pbac(pbac, env.observation_size, env.action_size), 5)
-    state, _ = trainer.warmup_chunk(trainer.init(jax.random.key(0)))
-    state, metrics = trainer.train_chunk(state)
+    algorithm = make_pbac(pbac, env.observation_size, env.action_size)
+    trainer = make_trainer(train, env, algorithm)
+    state, _ = trainer.warmup_chunk(_one_member(trainer, algorithm, pbac))
+    state, metrics = _member(trainer.train_chunk(state))
     for name, value in metrics.items():
-        assert np.isfinite(float(value)), name
+        assert np.all(np.isfinite(value)), name
     if pbac.actor == "deterministic":
         assert float(metrics["alpha"]) == 0.0 and float(metrics["entropy"]) == 0.0
 

@@ -1,0 +1,583 @@
+"""Finished runs in, the paper's tables and figures out (SPEC 4; paper Table 1 and reward curves).
+
+Reads run directories from disk only (it never imports the training loop or JAX):
+
+  RUN_DIR/config.json   {"profile", "algorithm", "config": {"train": {"env", ...}, ...},
+                         "members": [{"index", "seed", "label", "overrides"}, ...]}
+  RUN_DIR/eval.jsonl    per member per evaluation: {"env_steps", "member", "seed", "label",
+                         "return_mean", ...}
+  RUN_DIR/summary.json  {"status": "finished" | "interrupted" | "diverged", ...}
+  RUN_DIR/visits.jsonl  per member per recorded visit: {"env_steps", "member", "seed", "label",
+                         "state": {"x_position", ...}} (only `plot_exploration` reads it)
+
+The task of a run is `config.train.env`; the method of a member is its label, so members with the
+same label are seeds of one configuration, and several run directories (one per algorithm, per
+task, or per batch of seeds) may fill one table. A seed is identified by the member's "seed".
+
+- `load_runs`: the per-seed evaluation curves of every (task, method), checked for consistency;
+- `results_tables`: Markdown and LaTeX tables, (a) final episode reward and (b) AULC, as
+  "IQM [lower, upper]" with the bold rule of `stats.bold`;
+- `plot_curves`: one PNG per task, IQM line and interquartile band per method;
+- `plot_exploration`: the states a run visited, one scatter panel per phase of training;
+- `write_report`: all of the above into one directory.
+
+Figures are drawn on `matplotlib.figure.Figure` directly (Agg canvas, no pyplot and no display).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from matplotlib.figure import Figure
+
+from mjx_pbac import stats
+
+PathLike = str | Path
+
+
+@dataclasses.dataclass(frozen=True)
+class MethodCurves:
+    """The evaluation curves of one method on one task: seeds x evaluation points."""
+
+    task: str
+    method: str
+    env_steps: np.ndarray
+    """[P] env steps of the evaluation points, shared by every seed."""
+    seeds: tuple[int, ...]
+    """[S] seed ids, ascending; row i of `returns` is seed `seeds[i]`."""
+    returns: np.ndarray
+    """[S, P] each seed's mean evaluation return (over its evaluation episodes) at each point."""
+    sources: tuple[str, ...]
+    """[S] the run directory each seed came from."""
+
+    def final_rewards(self) -> dict[int, float]:
+        """Seed -> mean evaluation return at the last evaluation point."""
+        return {seed: float(value) for seed, value in zip(self.seeds, self.returns[:, -1])}
+
+    def aulcs(self) -> dict[int, float]:
+        """Seed -> area under the learning curve (`stats.aulc`)."""
+        return {seed: float(value) for seed, value in zip(self.seeds, stats.aulc(self.returns))}
+
+
+@dataclasses.dataclass(frozen=True)
+class Curves:
+    """Every (task, method) found in a set of run directories, plus notes for the report."""
+
+    entries: dict[tuple[str, str], MethodCurves]
+    tasks: tuple[str, ...]
+    """Rows, in the order the run directories first name them."""
+    methods: tuple[str, ...]
+    """Columns, in the order the run directories first name them."""
+    run_dirs: tuple[str, ...]
+    notes: tuple[str, ...]
+    """Things a reader must know (unfinished runs, members without evaluations, skipped lines)."""
+
+    def get(self, task: str, method: str) -> MethodCurves | None:
+        return self.entries.get((task, method))
+
+
+# ---------------------------------------------------------------------------------------------
+# Loading
+
+
+def _read_jsonl(path: Path, notes: list[str]) -> list[dict[str, Any]]:
+    records = []
+    for number, line in enumerate(path.read_text().splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError:  # e.g. the last line of a run killed mid-write
+            notes.append(f"{path}: line {number} is not valid JSON and was skipped")
+    return records
+
+
+def _run_status(run_dir: Path) -> str | None:
+    """The summary's status, or None when the run has no (readable) summary.json."""
+    path = run_dir / "summary.json"
+    if not path.is_file():
+        return None
+    try:
+        return str(json.loads(path.read_text()).get("status"))
+    except (json.JSONDecodeError, AttributeError):
+        return None
+
+
+@dataclasses.dataclass(frozen=True)
+class _SeedCurve:
+    task: str
+    method: str
+    seed: int
+    run_dir: str
+    member: int
+    env_steps: np.ndarray
+    returns: np.ndarray
+
+
+def _load_run(run_dir: Path, notes: list[str]) -> list[_SeedCurve]:
+    """The curves of every member of one run directory (raises ValueError on a malformed one)."""
+    record = json.loads((run_dir / "config.json").read_text())
+    try:
+        task = str(record["config"]["train"]["env"])
+        members = {int(member["index"]): member for member in record["members"]}
+    except (KeyError, TypeError) as error:
+        raise ValueError(
+            f"{run_dir}/config.json lacks config.train.env or members[index, seed, label] ({error!r})"
+        ) from None
+
+    points: dict[int, dict[int, float]] = {index: {} for index in members}
+    for evaluation in _read_jsonl(run_dir / "eval.jsonl", notes):
+        index = int(evaluation["member"])
+        if index not in members:
+            raise ValueError(f"{run_dir}/eval.jsonl has member {index}, which config.json does not list")
+        member = members[index]
+        for key in ("seed", "label"):
+            if key in evaluation and evaluation[key] != member[key]:
+                raise ValueError(
+                    f"{run_dir}/eval.jsonl: member {index} has {key} {evaluation[key]!r}, "
+                    f"config.json says {member[key]!r}"
+                )
+        steps = int(evaluation["env_steps"])
+        if steps in points[index]:
+            raise ValueError(f"{run_dir}/eval.jsonl: member {index} is evaluated twice at {steps} env steps")
+        points[index][steps] = float(evaluation["return_mean"])
+
+    status = _run_status(run_dir)
+    if status is None:
+        notes.append(
+            f"{run_dir} has no summary.json (still running or crashed): its curves are included as they are"
+        )
+    elif status != "finished":
+        notes.append(f"{run_dir} is {status}, not finished: its curves are included as they are")
+
+    curves = []
+    for index, member in sorted(members.items()):
+        if not points[index]:
+            notes.append(
+                f"{run_dir}: member {index} ({member['label']}, seed {member['seed']}) "
+                "has no evaluations and is left out"
+            )
+            continue
+        steps = np.array(sorted(points[index]), dtype=np.int64)
+        returns = np.array([points[index][step] for step in steps], dtype=np.float64)
+        curves.append(
+            _SeedCurve(task, str(member["label"]), int(member["seed"]), str(run_dir), index, steps, returns)
+        )
+    return curves
+
+
+def _describe_steps(steps: np.ndarray) -> str:
+    return f"{len(steps)} points, {steps[0]}..{steps[-1]}" if len(steps) else "no points"
+
+
+def _check_points(task: str, method: str, seed_curves: list[_SeedCurve]) -> str | None:
+    """A message when the seeds of one method were not evaluated at the same env steps."""
+    reference = seed_curves[0]
+    differing = [
+        curve for curve in seed_curves[1:] if not np.array_equal(curve.env_steps, reference.env_steps)
+    ]
+    if not differing:
+        return None
+    lines = [
+        f"{task} / {method}: seeds have different evaluation points; "
+        f"seed {reference.seed} ({reference.run_dir}) has {_describe_steps(reference.env_steps)}"
+    ]
+    for curve in differing:
+        only_here = sorted(set(curve.env_steps.tolist()) - set(reference.env_steps.tolist()))
+        missing = sorted(set(reference.env_steps.tolist()) - set(curve.env_steps.tolist()))
+        lines.append(
+            f"  seed {curve.seed} ({curve.run_dir}) has {_describe_steps(curve.env_steps)}; "
+            f"lacks {missing[:5]}{'...' if len(missing) > 5 else ''}, "
+            f"extra {only_here[:5]}{'...' if len(only_here) > 5 else ''}"
+        )
+    return "\n".join(lines)
+
+
+def load_runs(run_dirs: PathLike | Iterable[PathLike]) -> Curves:
+    """Loads the per-seed evaluation curves of every (task, method) in `run_dirs`.
+
+    Refuses (ValueError, naming the directories) a directory without config.json or eval.jsonl,
+    two runs (or two members) that give the same (task, method, seed), and seeds of one method
+    whose evaluation points differ. Runs whose summary.json status is not "finished" (or that have
+    none) are included, with a note in `Curves.notes` that the report prints.
+    """
+    if isinstance(run_dirs, (str, Path)):
+        run_dirs = [run_dirs]
+    directories = [Path(run_dir) for run_dir in run_dirs]
+    if not directories:
+        raise ValueError("load_runs needs at least one run directory")
+    missing = [
+        f"{directory} has no {name}"
+        for directory in directories
+        for name in ("config.json", "eval.jsonl")
+        if not (directory / name).is_file()
+    ]
+    if missing:
+        raise ValueError("not run directories:\n  " + "\n  ".join(missing))
+
+    notes: list[str] = []
+    grouped: dict[tuple[str, str], dict[int, _SeedCurve]] = {}
+    tasks: list[str] = []
+    methods: list[str] = []
+    duplicates = []
+    for directory in directories:
+        for curve in _load_run(directory, notes):
+            seeds = grouped.setdefault((curve.task, curve.method), {})
+            if curve.seed in seeds:
+                other = seeds[curve.seed]
+                duplicates.append(
+                    f"({curve.task}, {curve.method}, seed {curve.seed}) comes from both "
+                    f"{other.run_dir} (member {other.member}) and {curve.run_dir} (member {curve.member})"
+                )
+                continue
+            seeds[curve.seed] = curve
+            if curve.task not in tasks:
+                tasks.append(curve.task)
+            if curve.method not in methods:
+                methods.append(curve.method)
+    if duplicates:
+        raise ValueError("the same seed appears twice:\n  " + "\n  ".join(duplicates))
+
+    entries = {}
+    mismatches = []
+    for (task, method), seeds in grouped.items():
+        seed_curves = [seeds[seed] for seed in sorted(seeds)]
+        message = _check_points(task, method, seed_curves)
+        if message:
+            mismatches.append(message)
+            continue
+        entries[(task, method)] = MethodCurves(
+            task=task,
+            method=method,
+            env_steps=seed_curves[0].env_steps,
+            seeds=tuple(curve.seed for curve in seed_curves),
+            returns=np.stack([curve.returns for curve in seed_curves]),
+            sources=tuple(curve.run_dir for curve in seed_curves),
+        )
+    if mismatches:
+        raise ValueError("\n".join(mismatches))
+    return Curves(entries, tuple(tasks), tuple(methods), tuple(str(d) for d in directories), tuple(notes))
+
+
+# ---------------------------------------------------------------------------------------------
+# Tables
+
+
+def _decimals(*values: float) -> int:
+    """Digits after the point: none from 100 up (977), one from 1 (10.0, -2.8), then three
+    significant digits (0.0123), like the paper's Table 1."""
+    scale = max((abs(value) for value in values if math.isfinite(value)), default=0.0)
+    if scale >= 100:
+        return 0
+    if scale >= 1 or scale == 0:
+        return 1
+    return min(6, 2 - math.floor(math.log10(scale)))
+
+
+def _number(value: float, decimals: int) -> str:
+    if not math.isfinite(value):
+        return str(value)
+    text = f"{value:.{decimals}f}"
+    return text[1:] if re.fullmatch(r"-0\.?0*", text) else text  # no "-0"
+
+
+def format_cell(score: tuple[float, float, float]) -> str:
+    """"IQM [lower, upper]" with one rounding for the three numbers (`_decimals`)."""
+    decimals = _decimals(*score)
+    middle, lower, upper = (_number(value, decimals) for value in score)
+    return f"{middle} [{lower}, {upper}]"
+
+
+_METRICS = (
+    ("final", "(a) Final episode reward", MethodCurves.final_rewards),
+    ("aulc", "(b) Area under learning curve", MethodCurves.aulcs),
+)
+
+
+def _rows(curves: Curves, per_seed) -> list[tuple[str, list[tuple[str, bool] | None]]]:
+    """Per task: per method, (cell text, bold) or None when the pair was not run."""
+    rows = []
+    for task in curves.tasks:
+        values = {
+            method: per_seed(curves.entries[(task, method)])
+            for method in curves.methods
+            if (task, method) in curves.entries
+        }
+        bolded = stats.bold(values)
+        cells = [
+            (format_cell(stats.iqm(list(values[method].values()))), method in bolded) if method in values else None
+            for method in curves.methods
+        ]
+        rows.append((task, cells))
+    return rows
+
+
+def _seed_line(curves: Curves) -> str:
+    counts = {key: len(entry.seeds) for key, entry in curves.entries.items()}
+    most = max(counts.values())
+    if min(counts.values()) == most:
+        return f"IQM over {most} seeds"
+    fewer = ", ".join(f"{task}/{method}: {n}" for (task, method), n in counts.items() if n < most)
+    return f"IQM over up to {most} seeds (fewer in {fewer})"
+
+
+_RULE = (
+    "with [25%, 75%] quantiles. Bold: the highest IQM and every method not significantly worse "
+    "(one-sided paired t-test over the shared seeds, p >= 0.05)."
+)
+
+
+def _markdown(curves: Curves) -> str:
+    def escape(text: str) -> str:
+        return text.replace("|", "\\|")
+
+    lines = ["# Results", "", f"{_seed_line(curves)} {_RULE} '-': not run.", ""]
+    for _, title, per_seed in _METRICS:
+        lines += [f"## {title}", ""]
+        lines.append("| Task | " + " | ".join(escape(method) for method in curves.methods) + " |")
+        lines.append("|---|" + "---|" * len(curves.methods))
+        for task, cells in _rows(curves, per_seed):
+            texts = ["-" if cell is None else (f"**{cell[0]}**" if cell[1] else cell[0]) for cell in cells]
+            lines.append(f"| {escape(task)} | " + " | ".join(texts) + " |")
+        lines.append("")
+    if curves.notes:
+        lines += ["## Notes", ""] + [f"- Note: {note}" for note in curves.notes] + [""]
+    return "\n".join(lines)
+
+
+_LATEX_SPECIAL = {
+    "\\": r"\textbackslash{}",
+    "&": r"\&",
+    "%": r"\%",
+    "$": r"\$",
+    "#": r"\#",
+    "_": r"\_",
+    "{": r"\{",
+    "}": r"\}",
+    "~": r"\textasciitilde{}",
+    "^": r"\textasciicircum{}",
+}
+
+
+def _latex_escape(text: str) -> str:
+    return "".join(_LATEX_SPECIAL.get(character, character) for character in text)
+
+
+def _latex(curves: Curves) -> str:
+    lines = ["% Results tables (needs \\usepackage{booktabs}); written by mjx_pbac.report."]
+    lines += [f"% Note: {note}" for note in curves.notes]
+    for key, title, per_seed in _METRICS:
+        rule = _latex_escape(_RULE).replace("p >= 0.05", "$p \\geq 0.05$")
+        seeds = _latex_escape(_seed_line(curves))
+        caption = f"{_latex_escape(title)} ($\\uparrow$). {seeds} {rule} -: not run."
+        lines += [
+            "",
+            "\\begin{table}[t]",
+            "  \\centering",
+            f"  \\caption{{{caption}}}",
+            f"  \\label{{tab:results_{key}}}",
+            f"  \\begin{{tabular}}{{l{'c' * len(curves.methods)}}}",
+            "    \\toprule",
+            "    Task & " + " & ".join(_latex_escape(method) for method in curves.methods) + " \\\\",
+            "    \\midrule",
+        ]
+        for task, cells in _rows(curves, per_seed):
+            texts = [
+                "-" if cell is None else (f"\\textbf{{{cell[0]}}}" if cell[1] else cell[0]) for cell in cells
+            ]
+            lines.append(f"    {_latex_escape(task)} & " + " & ".join(texts) + " \\\\")
+        lines += ["    \\bottomrule", "  \\end{tabular}", "\\end{table}"]
+    return "\n".join(lines) + "\n"
+
+
+def results_tables(curves: Curves) -> tuple[str, str]:
+    """(markdown, latex): (a) final episode reward and (b) AULC, like the paper's Table 1.
+
+    Rows are tasks, columns methods. A cell is "IQM [lower, upper]" across seeds (`stats.iqm`) of
+    the per-seed mean return at the last evaluation point, or of the per-seed AULC; bold
+    (**x** / \\textbf{x}) per row as `stats.bold` decides; "-" where a (task, method) was not run.
+    A caption line gives the number of seeds; the notes of `curves` follow (Markdown) or lead as
+    comments (LaTeX).
+    """
+    if not curves.entries:
+        raise ValueError("no evaluations to tabulate")
+    return _markdown(curves), _latex(curves)
+
+
+# ---------------------------------------------------------------------------------------------
+# Figures
+
+
+def _file_name(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_") or "task"
+
+
+def _iqm_band(returns: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per evaluation point (columns of [S, P]): IQM, 25% and 75% quantile across seeds."""
+    scores = np.array([stats.iqm(returns[:, point]) for point in range(returns.shape[1])])
+    return scores[:, 0], scores[:, 1], scores[:, 2]
+
+
+def plot_curves(curves: Curves, out_dir: PathLike) -> list[Path]:
+    """One PNG per task (out_dir/curves_<task>.png): per method the IQM across seeds at each
+    evaluation point as a line, and the 25-75% quantile band; x env steps, y evaluation return."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for task in curves.tasks:
+        figure = Figure(figsize=(6.4, 4.2), layout="constrained")
+        axes = figure.add_subplot()
+        for method in curves.methods:
+            entry = curves.get(task, method)
+            if entry is None:
+                continue
+            middle, lower, upper = _iqm_band(entry.returns)
+            (line,) = axes.plot(entry.env_steps, middle, label=f"{method} ({len(entry.seeds)} seeds)")
+            axes.fill_between(entry.env_steps, lower, upper, color=line.get_color(), alpha=0.25, linewidth=0)
+        axes.set_title(task)
+        axes.set_xlabel("env steps")
+        axes.set_ylabel("evaluation return")
+        axes.grid(alpha=0.3)
+        axes.legend()
+        path = out_dir / f"curves_{_file_name(task)}.png"
+        figure.savefig(path, dpi=110)
+        paths.append(path)
+    return paths
+
+
+def _visit_value(record: dict[str, Any], key: str) -> float:
+    return float(record["env_steps"]) if key == "env_steps" else float(record["state"][key])
+
+
+def plot_exploration(
+    run_dir: PathLike,
+    out_path: PathLike,
+    x_key: str,
+    y_key: str,
+    phases: int = 5,
+    member: int | None = None,
+) -> Path:
+    """Scatter of the states a run visited (visits.jsonl), one panel per phase of training.
+
+    Training steps [0, last recorded step] split into `phases` equal phases (a visit at a phase
+    boundary opens the later phase; the last step closes the last one). `x_key` and `y_key` name
+    scalar entries of the records' "state" or "env_steps" (e.g. x_position vs y_position for ant;
+    x_position vs env_steps for a 1-D chain, position against time). Points are coloured by
+    member, or only `member` is drawn. Returns `out_path`.
+    """
+    run_dir, out_path = Path(run_dir), Path(out_path)
+    if phases < 1:
+        raise ValueError(f"phases must be >= 1, got {phases}")
+    path = run_dir / "visits.jsonl"
+    if not path.is_file():
+        raise ValueError(f"{run_dir} has no visits.jsonl")
+    records = _read_jsonl(path, [])
+    if member is not None:
+        members = sorted({int(record["member"]) for record in records})
+        records = [record for record in records if int(record["member"]) == member]
+        if not records:
+            raise ValueError(f"{path} has no visits of member {member}; members: {members}")
+    if not records:
+        raise ValueError(f"{path} has no visits")
+    state_keys = set.intersection(*(set(record["state"]) for record in records))
+    available = ["env_steps"] + sorted(state_keys)
+    unknown = [key for key in (x_key, y_key) if key not in available]
+    if unknown:
+        raise ValueError(
+            f"unknown key {', '.join(map(repr, unknown))} for {path}; available: {', '.join(available)}"
+        )
+
+    steps = np.array([record["env_steps"] for record in records], dtype=np.float64)
+    xs = np.array([_visit_value(record, x_key) for record in records])
+    ys = np.array([_visit_value(record, y_key) for record in records])
+    owners = np.array([int(record["member"]) for record in records])
+    edges = np.linspace(0.0, max(steps.max(), 1.0), phases + 1)
+    phase_of = np.clip(np.searchsorted(edges, steps, side="right") - 1, 0, phases - 1)
+
+    labels = {
+        int(record["member"]): f"member {record['member']} ({record.get('label', '?')}, seed {record.get('seed', '?')})"
+        for record in records
+    }
+    figure = Figure(figsize=(3.0 * phases + 0.6, 3.6), layout="constrained")
+    panels = figure.subplots(1, phases, sharex=True, sharey=True, squeeze=False)[0]
+    colours = [f"C{i % 10}" for i in range(len(labels))]
+    for phase, axes in enumerate(panels):
+        for colour, owner in zip(colours, sorted(labels)):
+            chosen = (phase_of == phase) & (owners == owner)
+            label = labels[owner] if phase == 0 else None
+            axes.scatter(xs[chosen], ys[chosen], s=5, color=colour, alpha=0.6, label=label)
+        axes.set_title(f"phase {phase + 1}: {edges[phase]:,.0f}-{edges[phase + 1]:,.0f} steps", fontsize=9)
+        axes.set_xlabel(x_key)
+        axes.grid(alpha=0.3)
+    panels[0].set_ylabel(y_key)
+    figure.suptitle(f"{_run_task(run_dir)}: visited {y_key} vs {x_key}")
+    figure.legend(loc="outside lower center", ncols=min(len(labels), 5), fontsize=8, markerscale=2)
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(out_path, dpi=100)
+    return out_path
+
+
+def _run_task(run_dir: Path) -> str:
+    try:
+        return str(json.loads((run_dir / "config.json").read_text())["config"]["train"]["env"])
+    except (OSError, json.JSONDecodeError, KeyError, TypeError):
+        return run_dir.name
+
+
+# ---------------------------------------------------------------------------------------------
+# Everything at once
+
+
+@dataclasses.dataclass(frozen=True)
+class ExplorationPlot:
+    """What `write_report` passes to `plot_exploration` (out_path is out_dir/exploration.png)."""
+
+    run_dir: PathLike
+    x_key: str
+    y_key: str
+    phases: int = 5
+    member: int | None = None
+
+
+def write_report(
+    run_dirs: PathLike | Sequence[PathLike],
+    out_dir: PathLike,
+    exploration: ExplorationPlot | Mapping[str, Any] | None = None,
+) -> dict[str, Path | list[Path]]:
+    """Writes results.md (both tables, notes, figure links), results.tex, curves_<task>.png and,
+    when `exploration` is given (an ExplorationPlot or a dict of its fields), exploration.png.
+
+    Returns {"markdown": path, "latex": path, "curves": [paths], "exploration": path (if drawn)}.
+    """
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    curves = load_runs(run_dirs)
+    markdown, latex = results_tables(curves)
+    written: dict[str, Path | list[Path]] = {"curves": plot_curves(curves, out_dir)}
+    figures = [path.name for path in written["curves"]]
+    if exploration is not None:
+        if isinstance(exploration, Mapping):
+            exploration = ExplorationPlot(**exploration)
+        written["exploration"] = plot_exploration(
+            exploration.run_dir,
+            out_dir / "exploration.png",
+            exploration.x_key,
+            exploration.y_key,
+            phases=exploration.phases,
+            member=exploration.member,
+        )
+        figures.append("exploration.png")
+    markdown += "\n## Figures\n\n" + "\n".join(f"![{name}]({name})" for name in figures) + "\n"
+    markdown += "\n## Runs\n\n" + "\n".join(f"- {run_dir}" for run_dir in curves.run_dirs) + "\n"
+    written["markdown"] = out_dir / "results.md"
+    written["markdown"].write_text(markdown)
+    written["latex"] = out_dir / "results.tex"
+    written["latex"].write_text(latex)
+    return written

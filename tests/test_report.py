@@ -1,0 +1,324 @@
+"""mjx_pbac.report on synthetic run directories written in the runner's on-disk format."""
+
+import json
+import shutil
+from pathlib import Path
+
+import matplotlib.colors
+import matplotlib.image
+import numpy as np
+import pytest
+
+from mjx_pbac import report, stats
+
+STEPS = [0, 10_000, 20_000, 30_000]
+SHAPE = np.array([0.0, 1.0, 2.0, 3.0]) / 3  # every seed's curve is final * SHAPE, so AULC = final / 2
+
+# Final rewards per seed 0..4, chosen so the IQMs and t-tests are easy by hand (see test below).
+ANT_PBAC = [30.0, 60.0, 90.0, 120.0, 150.0]
+ANT_SAC = [20.0, 50.0, 85.0, 100.0, 140.0]
+HOPPER_PBAC = [100.0, 200.0, 300.0, 400.0, 500.0]
+HOPPER_SWEEP = [110.0, 190.0, 310.0, 390.0, 505.0]
+SWEEP = "pbac bootstrap_rate=0.01"
+
+
+def write_run(
+    run_dir: Path,
+    task: str,
+    algorithm: str,
+    finals: dict[str, list[float]],
+    steps=STEPS,
+    seeds=None,
+    status: str | None = "finished",
+    visits: bool = False,
+) -> Path:
+    """A run directory: members per label (seeds 0.. in order), eval.jsonl with curves final * SHAPE."""
+    run_dir.mkdir(parents=True)
+    members, records = [], []
+    for label, values in finals.items():
+        for position, final in enumerate(values):
+            seed = position if seeds is None else seeds[position]
+            overrides = {"pbac.bootstrap_rate": 0.01} if "=" in label else {}
+            index = len(members)
+            members.append({"index": index, "seed": seed, "label": label, "overrides": overrides})
+            curve = final * np.linspace(0.0, 1.0, len(steps))
+            for env_steps, value in zip(steps, curve):
+                records.append(
+                    {
+                        "env_steps": env_steps,
+                        "member": index,
+                        "seed": seed,
+                        "label": label,
+                        "return_mean": float(value),
+                        "return_std": 1.0,
+                        "length_mean": 1000.0,
+                        "returns": [float(value)] * 10,
+                        "lengths": [1000] * 10,
+                    }
+                )
+    config = {
+        "profile": "test",
+        "algorithm": algorithm,
+        "config": {"train": {"env": task}, "pbac": {}},
+        "members": members,
+    }
+    (run_dir / "config.json").write_text(json.dumps(config, indent=2))
+    (run_dir / "eval.jsonl").write_text("".join(json.dumps(record) + "\n" for record in records))
+    if status is not None:
+        (run_dir / "summary.json").write_text(json.dumps({"status": status, "message": ""}))
+    if visits:
+        write_visits(run_dir, members)
+    return run_dir
+
+
+def write_visits(run_dir: Path, members: list[dict], total: int = 50_000) -> None:
+    lines = []
+    for env_steps in range(500, total + 1, 500):
+        for member in members:
+            angle = env_steps / total * 6.0 + member["index"]
+            radius = env_steps / total * 10.0
+            state = {"x_position": radius * np.cos(angle), "y_position": radius * np.sin(angle), "z_position": 0.5}
+            record = {
+                "env_steps": env_steps,
+                "member": member["index"],
+                "seed": member["seed"],
+                "label": member["label"],
+                "state": state,
+            }
+            lines.append(json.dumps(record) + "\n")
+    (run_dir / "visits.jsonl").write_text("".join(lines))
+
+
+@pytest.fixture
+def runs(tmp_path):
+    return [
+        write_run(tmp_path / "ant_pbac", "ant_delayed", "pbac", {"pbac": ANT_PBAC}, visits=True),
+        write_run(tmp_path / "ant_sac", "ant_delayed", "sac", {"sac": ANT_SAC}),
+        write_run(tmp_path / "hopper_sweep", "hopper_delayed", "pbac", {"pbac": HOPPER_PBAC, SWEEP: HOPPER_SWEEP}),
+    ]
+
+
+def markdown_rows(markdown: str, title: str) -> dict[str, list[str]]:
+    """Task -> cells of the table under the heading `title`."""
+    section = markdown.split(f"## {title}")[1].split("\n## ")[0]
+    rows = {}
+    for line in section.splitlines():
+        if line.startswith("| ") and not line.startswith("| Task"):
+            cells = [cell.strip() for cell in line.strip("|").split(" | ")]
+            rows[cells[0]] = cells[1:]
+    return rows
+
+
+# -------------------------------------------------------------------------------- loading
+
+
+def test_load_runs_collects_curves_per_task_and_method(runs):
+    curves = report.load_runs(runs)
+    assert curves.tasks == ("ant_delayed", "hopper_delayed")
+    assert curves.methods == ("pbac", "sac", SWEEP)
+    assert set(curves.entries) == {
+        ("ant_delayed", "pbac"),
+        ("ant_delayed", "sac"),
+        ("hopper_delayed", "pbac"),
+        ("hopper_delayed", SWEEP),
+    }
+    entry = curves.get("ant_delayed", "sac")
+    assert entry.seeds == (0, 1, 2, 3, 4)
+    np.testing.assert_array_equal(entry.env_steps, STEPS)
+    assert entry.returns.shape == (5, 4)
+    np.testing.assert_allclose(entry.returns[2], [0.0, 85 / 3, 170 / 3, 85.0])
+    assert entry.final_rewards() == dict(enumerate(ANT_SAC))
+    # AULC of final * [0, 1/3, 2/3, 1] is final * 2 / 4 = final / 2.
+    assert list(entry.aulcs().values()) == pytest.approx([value / 2 for value in ANT_SAC])
+    assert curves.notes == ()
+
+
+# --------------------------------------------------------------------------------- tables
+
+
+def test_tables_hold_the_iqm_of_the_hand_known_values(runs):
+    markdown, _ = report.results_tables(report.load_runs(runs))
+    final = markdown_rows(markdown, "(a) Final episode reward")
+    area = markdown_rows(markdown, "(b) Area under learning curve")
+    # ant pbac final [30, 60, 90, 120, 150]: q25 = 60, q75 = 120, IQM mean(60, 90, 120) = 90.
+    # ant sac [20, 50, 85, 100, 140]: q25 = 50, q75 = 100, IQM (50 + 85 + 100) / 3 = 78.3.
+    # Paired differences pbac - sac [10, 10, 5, 20, 10]: t = 4.49, p = 0.0054 -> sac not bold.
+    assert final["ant_delayed"] == ["**90 [60, 120]**", "78 [50, 100]", "-"]
+    # AULC = final / 2: pbac 45 [30, 60]; sac [10, 25, 42.5, 50, 70] -> (25 + 42.5 + 50) / 3 = 39.2.
+    assert area["ant_delayed"] == ["**45.0 [30.0, 60.0]**", "39.2 [25.0, 50.0]", "-"]
+    # hopper pbac IQM 300 [200, 400]; sweep [110, 190, 310, 390, 505] -> (190 + 310 + 390) / 3 = 296.7;
+    # differences pbac - sweep [-10, 10, -10, 10, -5] have mean -1 < 0: p > 0.5, both bold.
+    assert final["hopper_delayed"] == ["**300 [200, 400]**", "-", "**297 [190, 390]**"]
+    assert area["hopper_delayed"] == ["**150 [100, 200]**", "-", "**148 [95, 195]**"]
+    # The same numbers straight from stats.iqm.
+    assert final["ant_delayed"][1] == report.format_cell(stats.iqm(ANT_SAC))
+    assert stats.iqm(ANT_SAC) == pytest.approx((235 / 3, 50.0, 100.0))
+    assert area["hopper_delayed"][2] == "**" + report.format_cell(stats.iqm(np.array(HOPPER_SWEEP) / 2)) + "**"
+    assert "IQM over 5 seeds" in markdown
+
+
+def test_markdown_and_latex_structure(runs):
+    markdown, latex = report.results_tables(report.load_runs(runs))
+    header = f"| Task | pbac | sac | {SWEEP} |"
+    assert markdown.count(header) == 2
+    assert markdown.count("|---|---|---|---|") == 2
+    assert latex.count("\\begin{table}") == latex.count("\\end{table}") == 2
+    assert latex.count("\\begin{tabular}{lccc}") == 2
+    assert latex.count("\\toprule") == latex.count("\\midrule") == latex.count("\\bottomrule") == 2
+    assert "    Task & pbac & sac & pbac bootstrap\\_rate=0.01 \\\\" in latex
+    assert "    ant\\_delayed & \\textbf{90 [60, 120]} & 78 [50, 100] & - \\\\" in latex
+    assert "    hopper\\_delayed & \\textbf{150 [100, 200]} & - & \\textbf{148 [95, 195]} \\\\" in latex
+    assert "5 seeds" in latex and "25\\%" in latex
+    # Every table row has one cell per column.
+    for line in latex.splitlines():
+        if line.endswith("\\\\"):
+            assert line.count(" & ") == 3, line
+
+
+def test_seed_caption_names_cells_with_fewer_seeds(tmp_path, runs):
+    extra = write_run(tmp_path / "hopper_sac", "hopper_delayed", "sac", {"sac": [1.0, 2.0, 3.0]})
+    markdown, _ = report.results_tables(report.load_runs(runs + [extra]))
+    assert "IQM over up to 5 seeds (fewer in hopper_delayed/sac: 3)" in markdown
+
+
+def test_unfinished_runs_are_included_with_a_note(tmp_path, runs):
+    shutil.rmtree(runs[1])
+    write_run(runs[1], "ant_delayed", "sac", {"sac": ANT_SAC}, status="interrupted")
+    (runs[2] / "summary.json").unlink()
+    curves = report.load_runs(runs)
+    assert ("ant_delayed", "sac") in curves.entries
+    markdown, latex = report.results_tables(curves)
+    assert f"- Note: {runs[1]} is interrupted, not finished" in markdown
+    assert f"- Note: {runs[2]} has no summary.json" in markdown
+    assert f"% Note: {runs[1]} is interrupted" in latex
+
+
+# --------------------------------------------------------------------------------- errors
+
+
+def test_refuses_directories_that_are_not_runs(tmp_path, runs):
+    (runs[1] / "eval.jsonl").unlink()
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(ValueError) as error:
+        report.load_runs(runs + [empty])
+    message = str(error.value)
+    assert f"{runs[1]} has no eval.jsonl" in message
+    assert f"{empty} has no config.json" in message and f"{empty} has no eval.jsonl" in message
+
+
+def test_refuses_the_same_seed_twice(tmp_path, runs):
+    copy = write_run(tmp_path / "ant_sac_again", "ant_delayed", "sac", {"sac": [1.0, 2.0]}, seeds=[5, 3])
+    with pytest.raises(ValueError, match="same seed") as error:
+        report.load_runs(runs + [copy])
+    assert f"(ant_delayed, sac, seed 3) comes from both {runs[1]} (member 3) and {copy} (member 1)" in str(error.value)
+    # Other seeds of the same method from another run are fine.
+    more = write_run(tmp_path / "ant_sac_more", "ant_delayed", "sac", {"sac": [1.0, 2.0]}, seeds=[5, 6])
+    assert report.load_runs(runs + [more]).get("ant_delayed", "sac").seeds == (0, 1, 2, 3, 4, 5, 6)
+
+
+def test_refuses_seeds_with_different_evaluation_points(tmp_path, runs):
+    short = write_run(tmp_path / "ant_sac_short", "ant_delayed", "sac", {"sac": [1.0]}, steps=STEPS[:3], seeds=[9])
+    with pytest.raises(ValueError, match="ant_delayed / sac: seeds have different evaluation points") as error:
+        report.load_runs(runs + [short])
+    message = str(error.value)
+    assert f"seed 0 ({runs[1]}) has 4 points, 0..30000" in message
+    assert f"seed 9 ({short}) has 3 points, 0..20000; lacks [30000]" in message
+
+
+# -------------------------------------------------------------------------------- figures
+
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+def coloured(image: np.ndarray) -> np.ndarray:
+    """Pixels with a saturated colour (lines, bands, markers), not black, grey or white."""
+    rgb = image[..., :3]
+    return (rgb.max(axis=-1) - rgb.min(axis=-1)) > 0.25
+
+
+def test_plot_curves_writes_one_png_per_task(tmp_path, runs):
+    paths = report.plot_curves(report.load_runs(runs), tmp_path / "figures")
+    assert [path.name for path in paths] == ["curves_ant_delayed.png", "curves_hopper_delayed.png"]
+    for path in paths:
+        assert path.read_bytes()[:8] == PNG_SIGNATURE
+        image = matplotlib.image.imread(path)
+        assert image.ndim == 3 and image.shape[0] > 200 and image.shape[1] > 300
+        for colour in ("C0", "C1"):  # each method's IQM line, in its colour
+            rgb = np.array(matplotlib.colors.to_rgb(colour))
+            assert (np.abs(image[..., :3] - rgb).max(axis=-1) < 0.05).sum() > 100
+
+
+def test_plot_exploration_one_panel_per_phase(tmp_path, runs):
+    path = report.plot_exploration(runs[0], tmp_path / "exploration.png", "x_position", "y_position", phases=5)
+    assert path.read_bytes()[:8] == PNG_SIGNATURE
+    image = matplotlib.image.imread(path)
+    height, width = image.shape[:2]
+    # Five panels side by side, each with scatter points (the legend sits below them).
+    panels = coloured(image[int(0.1 * height) : int(0.75 * height)])
+    for column in np.array_split(np.arange(width), 5):
+        assert panels[:, column].sum() > 20
+    # One member only, and position against time (the chain's 1-D view).
+    single = report.plot_exploration(runs[0], tmp_path / "one.png", "x_position", "env_steps", phases=3, member=2)
+    assert single.read_bytes()[:8] == PNG_SIGNATURE
+
+
+def test_plot_exploration_errors(tmp_path, runs):
+    with pytest.raises(ValueError, match="unknown key 'height'.*available: env_steps, x_position, y_position, z_position"):
+        report.plot_exploration(runs[0], tmp_path / "x.png", "x_position", "height")
+    with pytest.raises(ValueError, match=r"no visits of member 7; members: \[0, 1, 2, 3, 4\]"):
+        report.plot_exploration(runs[0], tmp_path / "x.png", "x_position", "y_position", member=7)
+    with pytest.raises(ValueError, match="has no visits.jsonl"):
+        report.plot_exploration(runs[1], tmp_path / "x.png", "x_position", "y_position")
+
+
+# --------------------------------------------------------------------------------- report
+
+
+def test_write_report(tmp_path, runs):
+    out_dir = tmp_path / "report"
+    exploration = {"run_dir": runs[0], "x_key": "x_position", "y_key": "y_position"}
+    written = report.write_report(runs, out_dir, exploration=exploration)
+    assert written["markdown"] == out_dir / "results.md"
+    assert written["latex"] == out_dir / "results.tex"
+    assert [path.name for path in written["curves"]] == ["curves_ant_delayed.png", "curves_hopper_delayed.png"]
+    assert written["exploration"] == out_dir / "exploration.png"
+    markdown = written["markdown"].read_text()
+    assert "## (a) Final episode reward" in markdown and "## (b) Area under learning curve" in markdown
+    assert "![curves_ant_delayed.png](curves_ant_delayed.png)" in markdown
+    assert "![exploration.png](exploration.png)" in markdown
+    assert written["latex"].read_text() == report.results_tables(report.load_runs(runs))[1]
+    for path in written["curves"] + [written["exploration"]]:
+        assert path.read_bytes()[:8] == PNG_SIGNATURE
+    assert set(written) == {"markdown", "latex", "curves", "exploration"}
+
+
+def test_notes_for_cut_lines_and_members_without_evaluations(tmp_path):
+    run_dir = write_run(tmp_path / "run", "ant_delayed", "pbac", {"pbac": [1.0, 2.0, 3.0]})
+    config = json.loads((run_dir / "config.json").read_text())
+    config["members"].append({"index": 3, "seed": 3, "label": "pbac", "overrides": {}})
+    (run_dir / "config.json").write_text(json.dumps(config))
+    with open(run_dir / "eval.jsonl", "a") as handle:
+        handle.write('{"env_steps": 40000, "memb')  # a line cut short by a crash
+    curves = report.load_runs(run_dir)
+    assert curves.get("ant_delayed", "pbac").seeds == (0, 1, 2)
+    assert curves.notes == (
+        f"{run_dir / 'eval.jsonl'}: line 13 is not valid JSON and was skipped",
+        f"{run_dir}: member 3 (pbac, seed 3) has no evaluations and is left out",
+    )
+
+
+def test_refuses_records_that_contradict_config(tmp_path):
+    run_dir = write_run(tmp_path / "run", "ant_delayed", "pbac", {"pbac": [1.0, 2.0]})
+    lines = (run_dir / "eval.jsonl").read_text().splitlines()
+    record = json.loads(lines[0])
+    (run_dir / "eval.jsonl").write_text("\n".join(lines + [json.dumps({**record, "env_steps": 99, "label": "sac"})]))
+    with pytest.raises(ValueError, match="member 0 has label 'sac', config.json says 'pbac'"):
+        report.load_runs(run_dir)
+    (run_dir / "eval.jsonl").write_text("\n".join(lines + [lines[0]]))
+    with pytest.raises(ValueError, match="member 0 is evaluated twice at 0 env steps"):
+        report.load_runs(run_dir)
+    (run_dir / "eval.jsonl").write_text("\n".join(lines + [json.dumps({**record, "member": 5})]))
+    with pytest.raises(ValueError, match="has member 5, which config.json does not list"):
+        report.load_runs(run_dir)

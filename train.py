@@ -14,6 +14,8 @@ Train:
       the available profiles.
 
 Other commands (`python train.py COMMAND --help`):
+  report      the paper's tables (Markdown, LaTeX) and reward curves from finished runs, and
+              exploration pictures from their visited states.
   profile     throughput of the training loop (compile time, env steps/s, gradient updates/s,
               peak memory) for a profile, written as a JSON report naming the device.
   bench-env   env throughput (MJX steps/s and compile time vs instance count, Gymnasium ratio),
@@ -167,9 +169,11 @@ def _profile_config(name: str | None, rest: list[str], prog: str, wrapper: type 
         base = load_profile(name)
     except ValueError as error:
         raise SystemExit(f"error: {error}") from None
+    # Booleans take a value (--pbac.use-propagation False), as they do in profiles and sweeps.
+    settings = (tyro.conf.FlagConversionOff,)
     if wrapper is None:
-        return tyro.cli(type(base), default=base, args=rest, prog=prog)
-    return tyro.cli(wrapper, default=wrapper(run=base), args=rest, prog=prog)
+        return tyro.cli(type(base), default=base, args=rest, prog=prog, config=settings)
+    return tyro.cli(wrapper, default=wrapper(run=base), args=rest, prog=prog, config=settings)
 
 
 def _check_env(config) -> None:
@@ -248,7 +252,42 @@ def profile_command(argv: list[str]) -> None:
     )
 
 
-COMMANDS = {"bench-env": (BenchEnvArgs, bench_env)}
+@dataclasses.dataclass(frozen=True)
+class ReportArgs:
+    """The paper's tables (final episode reward and AULC, IQM [lower, upper] over seeds, bold by a
+    one-sided paired t-test) as Markdown and LaTeX, and reward-curve PNGs, from finished runs."""
+
+    run_dirs: tyro.conf.Positional[tuple[str, ...]]
+    """Run directories; their members are grouped by task (env) and method (label), seeds paired by seed."""
+    out: str = "report"
+    """Directory for results.md, results.tex and the figures."""
+    explore: tuple[str, ...] = ()
+    """Exploration pictures RUN_DIR,X_KEY,Y_KEY (e.g. runs/x,x_position,y_position; Y_KEY may be env_steps)."""
+    phases: int = 5
+    """Training phases (panels) per exploration picture."""
+    member: int | None = None
+    """Draw only this member in the exploration pictures (default: all, coloured by member)."""
+
+
+def report(args: ReportArgs) -> None:
+    from mjx_pbac.report import ExplorationPlot, write_report
+
+    plots = []
+    for entry in args.explore:
+        parts = entry.split(",")
+        if len(parts) != 3:
+            raise SystemExit(f"error: --explore {entry!r}: expected RUN_DIR,X_KEY,Y_KEY, e.g. runs/a,x_position,y_position")
+        plots.append(ExplorationPlot(parts[0], parts[1], parts[2], phases=args.phases, member=args.member))
+    if not args.run_dirs:
+        raise SystemExit("error: give at least one run directory")
+    try:
+        written = write_report(list(args.run_dirs), args.out, exploration=plots or None)
+    except ValueError as error:
+        raise SystemExit(f"error: {error}") from None
+    print(f"wrote {written['markdown']}, {written['latex']} and {len(written['curves'])} curve figure(s) in {args.out}")
+
+
+COMMANDS = {"bench-env": (BenchEnvArgs, bench_env), "report": (ReportArgs, report)}
 
 
 def main(argv: list[str]) -> None:

@@ -549,10 +549,11 @@ class ExplorationPlot:
 def write_report(
     run_dirs: PathLike | Sequence[PathLike],
     out_dir: PathLike,
-    exploration: ExplorationPlot | Mapping[str, Any] | None = None,
+    exploration: ExplorationPlot | Mapping[str, Any] | Sequence[ExplorationPlot | Mapping[str, Any]] | None = None,
 ) -> dict[str, Path | list[Path]]:
     """Writes results.md (both tables, notes, figure links), results.tex, curves_<task>.png and,
-    when `exploration` is given (an ExplorationPlot or a dict of its fields), exploration.png.
+    when `exploration` is given (an ExplorationPlot or a dict of its fields), exploration.png; a
+    list of them gives exploration_<i>_<task>.png each (and a list under "exploration").
 
     Returns {"markdown": path, "latex": path, "curves": [paths], "exploration": path (if drawn)}.
     """
@@ -563,17 +564,18 @@ def write_report(
     written: dict[str, Path | list[Path]] = {"curves": plot_curves(curves, out_dir)}
     figures = [path.name for path in written["curves"]]
     if exploration is not None:
-        if isinstance(exploration, Mapping):
-            exploration = ExplorationPlot(**exploration)
-        written["exploration"] = plot_exploration(
-            exploration.run_dir,
-            out_dir / "exploration.png",
-            exploration.x_key,
-            exploration.y_key,
-            phases=exploration.phases,
-            member=exploration.member,
-        )
-        figures.append("exploration.png")
+        single = isinstance(exploration, (ExplorationPlot, Mapping))
+        plots = [exploration] if single else list(exploration)
+        paths = []
+        for index, plot in enumerate(plots):
+            if isinstance(plot, Mapping):
+                plot = ExplorationPlot(**plot)
+            name = "exploration.png" if single else f"exploration_{index}_{_file_name(_run_task(Path(plot.run_dir)))}.png"
+            paths.append(
+                plot_exploration(plot.run_dir, out_dir / name, plot.x_key, plot.y_key, phases=plot.phases, member=plot.member)
+            )
+            figures.append(name)
+        written["exploration"] = paths[0] if single else paths
     markdown += "\n## Figures\n\n" + "\n".join(f"![{name}]({name})" for name in figures) + "\n"
     markdown += "\n## Runs\n\n" + "\n".join(f"- {run_dir}" for run_dir in curves.run_dirs) + "\n"
     written["markdown"] = out_dir / "results.md"

@@ -14,6 +14,8 @@ Train:
       the available profiles.
 
 Other commands (`python train.py COMMAND --help`):
+  bench-seeds N seeds as one vmapped program against N sequential runs (time, speed-up,
+              device footprint), JSON report.
   report      the paper's tables (Markdown, LaTeX) and reward curves from finished runs, and
               exploration pictures from their visited states.
   profile     throughput of the training loop (compile time, env steps/s, gradient updates/s,
@@ -233,6 +235,44 @@ class ProfileArgs:
     """Where the JSON report goes."""
 
 
+@dataclasses.dataclass(frozen=True)
+class BenchSeedsArgs:
+    """N seeds as one vmapped program against N sequential runs: time per chunk, speed-up and
+    device footprint for each N; JSON report naming the device."""
+
+    run: Annotated[RunConfig, tyro.conf.arg(name="")]
+    seed_counts: tuple[int, ...] = (1, 2, 4, 8, 10)
+    """Numbers of seeds N to measure (1 is always measured: it gives the sequential time)."""
+    measure_steps: int = 0
+    """Env steps per timed chunk (rounded up to whole vector steps); 0 picks 20 vector steps."""
+    timed_chunks: int = 3
+    """Chunks timed per N after an untimed one (the median is reported)."""
+    out: str = "bench_seeds.json"
+    """Where the JSON report goes."""
+
+
+def bench_seeds_command(argv: list[str]) -> None:
+    from mjx_pbac.profiling import ProfileSettings, measure_seed_scaling
+
+    profile, rest = _pop_option(argv, "--profile")
+    args = _profile_config(profile, rest, prog=f"train.py bench-seeds --profile {profile}", wrapper=BenchSeedsArgs)
+    _check_env(args.run)
+    if not args.seed_counts or min(args.seed_counts) < 1:
+        raise SystemExit(f"error: seed counts must be >= 1, got {args.seed_counts}")
+    try:
+        settings = ProfileSettings(measure_steps=args.measure_steps, timed_chunks=args.timed_chunks)
+    except ValueError as error:
+        raise SystemExit(f"error: {error}") from None
+    report = measure_seed_scaling(args.run, profile, args.seed_counts, settings, out=args.out)
+    for row in report["rows"]:
+        print(
+            f"{row['seeds']:3d} seeds: {row['vmapped_seconds_per_chunk']:.3f} s/chunk vmapped vs "
+            f"{row['sequential_seconds_per_chunk']:.3f} s sequential ({row['speedup_vs_sequential']:.2f}x), "
+            f"compile {row['compile_s']:.1f} s, program {row['program_bytes'] or 0:,} bytes"
+        )
+    print(f"wrote {args.out} ({report['device']['device_kind']})")
+
+
 def profile_command(argv: list[str]) -> None:
     from mjx_pbac.profiling import ProfileSettings, measure
 
@@ -301,17 +341,20 @@ def main(argv: list[str]) -> None:
     if command == "profile":
         profile_command(rest)
         return
+    if command == "bench-seeds":
+        bench_seeds_command(rest)
+        return
     if command.startswith("--"):
         train_command(argv)
         return
     if command not in COMMANDS:
         import difflib
 
-        close = difflib.get_close_matches(command, ["profile", *COMMANDS], n=2)
+        close = difflib.get_close_matches(command, ["profile", "bench-seeds", *COMMANDS], n=2)
         hint = f" (did you mean {', '.join(close)}?)" if close else ""
         raise SystemExit(
             f"error: unknown command {command!r}{hint}; train with `--profile NAME`, or use one of: "
-            f"profile, {', '.join(COMMANDS)}"
+            f"profile, bench-seeds, {', '.join(COMMANDS)}"
         )
     args_type, run = COMMANDS[command]
     run(tyro.cli(args_type, args=rest, prog=f"train.py {command}"))

@@ -138,3 +138,83 @@ def measure(config: RunConfig, profile: str, settings: ProfileSettings, out: str
     report["memory"] = _peak_memory()
     write()
     return report
+
+
+def _program_bytes(compiled) -> int | None:
+    """Bytes the compiled program needs on the device (arguments + outputs + temporaries,
+    less what donation lets outputs reuse), from XLA's own analysis; None if unavailable."""
+    try:
+        analysis = compiled.memory_analysis()
+    except Exception:  # some backends do not implement it
+        return None
+    if analysis is None:
+        return None
+    return int(
+        analysis.argument_size_in_bytes
+        + analysis.output_size_in_bytes
+        + analysis.temp_size_in_bytes
+        - analysis.alias_size_in_bytes
+    )
+
+
+def measure_seed_scaling(
+    config: RunConfig, profile: str, seed_counts: tuple[int, ...], settings: ProfileSettings, out: str | Path | None = None
+) -> dict[str, Any]:
+    """N seeds as one vmapped program against N sequential one-seed runs, for each N.
+
+    For each N: compile time of the N-member chunk program, its device footprint (XLA's memory
+    analysis), and the median time of a training chunk. N sequential runs take N times the
+    one-seed chunk time (measured in the same report, N = 1 is always included) and need one
+    seed's memory at a time. The report is rewritten after every N.
+    """
+    counts = sorted(set(seed_counts) | {1})
+    report: dict[str, Any] = {
+        "profile": profile,
+        "device": device_description(),
+        "config": config_to_dict(config),
+        "timed_chunks": settings.timed_chunks,
+        "rows": [],
+    }
+
+    def write():
+        if out is not None:
+            Path(out).write_text(json.dumps(report, indent=2) + "\n")
+
+    explore, warmup = jax.device_put(True), jax.device_put(False)
+    for count in counts:
+        seeded = dataclasses.replace(config, train=dataclasses.replace(config.train, num_seeds=count, sweep=()))
+        measured = measurement_config(seeded, settings)
+        built = build(measured)
+        state = jax.block_until_ready(built.init_state())
+        tick = time.perf_counter()
+        chunk = built.trainer.chunk.lower(state, explore).compile()
+        compile_s = time.perf_counter() - tick
+        state, _ = jax.block_until_ready(chunk(state, warmup))
+        state, _ = jax.block_until_ready(chunk(state, explore))
+        seconds = []
+        for _ in range(settings.timed_chunks):
+            tick = time.perf_counter()
+            state = jax.block_until_ready(chunk(state, explore))[0]
+            seconds.append(time.perf_counter() - tick)
+        median = statistics.median(seconds)
+        chunk_steps = measured.train.chunk_steps
+        row = {
+            "seeds": count,
+            "compile_s": compile_s,
+            "chunk_seconds": seconds,
+            "vmapped_seconds_per_chunk": median,
+            "vmapped_env_steps_per_s": count * chunk_steps / median,
+            "program_bytes": _program_bytes(chunk),
+        }
+        one = report["rows"][0] if report["rows"] else row
+        row["sequential_seconds_per_chunk"] = count * one["vmapped_seconds_per_chunk"]
+        row["speedup_vs_sequential"] = row["sequential_seconds_per_chunk"] / median
+        row["sequential_program_bytes"] = one["program_bytes"]
+        report["rows"].append(row)
+        report["chunk_env_steps"] = chunk_steps
+        report["updates_per_chunk"] = chunk_steps // measured.train.num_envs * measured.train.updates_per_step
+        write()
+        del state, chunk, built
+    report["memory"] = _peak_memory()
+    write()
+    return report

@@ -25,6 +25,7 @@ TIMING = {"chunk_seconds", "env_steps_per_s", "updates_per_s", "compiled"}
 def _tiny_chain(run_dir, **train_overrides) -> RunConfig:
     base = load_profile("chain")
     settings = dict(
+        num_seeds=2,  # two members, so resume and divergence are checked across the member axis
         total_steps=4_000,
         warmup_steps=1_000,
         eval_interval=2_000,
@@ -84,7 +85,7 @@ def _wrap_train_chunk(monkeypatch, action):
 
 @pytest.fixture(scope="module")
 def reference_run(tmp_path_factory):
-    """The uninterrupted 4,000-step chain run that resumed runs must reproduce."""
+    """The uninterrupted 4,000-step, two-seed chain run that resumed runs must reproduce."""
     run_dir = tmp_path_factory.mktemp("runs") / "reference"
     runner.train(_tiny_chain(run_dir), profile="chain")
     return run_dir
@@ -94,14 +95,15 @@ def test_run_writes_config_logs_tensorboard_checkpoints_and_summary(reference_ru
     config = json.loads((reference_run / "config.json").read_text())
     assert config["profile"] == "chain" and config["config"]["train"]["total_steps"] == 4_000
     assert config["env_config"]["horizon"] == 100 and config["device"]["platform"]
+    assert [(m["seed"], m["label"]) for m in config["members"]] == [(0, "pbac"), (1, "pbac")]
     metrics = _records(reference_run / "metrics.jsonl")
-    assert [m["env_steps"] for m in metrics] == [1000, 2000, 3000, 4000]
-    assert metrics[0]["phase"] == "warmup" and all(m["phase"] == "train" for m in metrics[1:])
+    assert [(m["env_steps"], m["member"]) for m in metrics] == [(s, i) for s in (1000, 2000, 3000, 4000) for i in (0, 1)]
+    assert [m["phase"] for m in metrics] == ["warmup"] * 2 + ["train"] * 6
     assert {"critic_loss", "actor_loss", "alpha", "critic_q_spread", "episode_return"} <= set(metrics[-1])
     evaluations = _records(reference_run / "eval.jsonl")
-    assert [e["env_steps"] for e in evaluations] == [0, 2000, 4000]
+    assert [(e["env_steps"], e["seed"]) for e in evaluations] == [(s, i) for s in (0, 2000, 4000) for i in (0, 1)]
     assert all(len(e["returns"]) == 4 for e in evaluations)
-    assert [p.name for p in (reference_run / "tb").iterdir()] == ["pbac_s0"]  # one TensorBoard run per member
+    assert sorted(p.name for p in (reference_run / "tb").iterdir()) == ["pbac_s0", "pbac_s1"]  # one per member
     scalars = _tensorboard_scalars(reference_run / "tb" / "pbac_s0")
     for tag in ("eval/return_mean", "train/episode_return", "loss/critic_loss", "loss/actor_loss",
                 "loss/critic_q_spread", "policy/alpha", "perf/env_steps_per_s", "perf/updates_per_s"):
@@ -149,7 +151,7 @@ def test_resume_after_crash_repeats_nothing_and_loses_nothing(tmp_path, monkeypa
     with pytest.raises(RuntimeError, match="simulated crash"):
         runner.train(config, profile="chain")
     assert checkpoint.latest(run_dir / "checkpoints").name == "step_000002000.npz"
-    assert [m["env_steps"] for m in _records(run_dir / "metrics.jsonl")] == [1000, 2000, 3000]
+    assert [m["env_steps"] for m in _records(run_dir / "metrics.jsonl")] == [1000, 1000, 2000, 2000, 3000, 3000]
 
     monkeypatch.undo()
     runner.train(None, resume_dir=run_dir)  # cuts the logs back to 2,000 and redoes the rest
@@ -168,12 +170,12 @@ def test_nan_stops_the_run_and_keeps_the_last_good_checkpoint(tmp_path, monkeypa
 
     _wrap_train_chunk(monkeypatch, poison_second)
     run_dir = tmp_path / "diverged"
-    with pytest.raises(runner.TrainingDiverged, match=r"3,000 env steps: non-finite critic_loss.*step_000002000"):
+    with pytest.raises(runner.TrainingDiverged, match=r"3,000 env steps: non-finite critic_loss in pbac seed 0, pbac seed 1\..*step_000002000"):
         runner.train(_tiny_chain(run_dir), profile="chain")
     assert checkpoint.latest(run_dir / "checkpoints").name == "step_000002000.npz"
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["status"] == "diverged" and "critic_loss" in summary["message"]
-    assert [m["env_steps"] for m in _records(run_dir / "metrics.jsonl")] == [1000, 2000]
+    assert [m["env_steps"] for m in _records(run_dir / "metrics.jsonl")] == [1000, 1000, 2000, 2000]
 
 
 def test_run_directory_is_never_overwritten(reference_run):
@@ -194,7 +196,7 @@ def test_pbac_reaches_the_far_reward_on_the_chain(tmp_path):
     """The chain profile (K=5, 32-wide networks, one env, 1 update per step), seed 0: the greedy
     policy walks to the goal (return ~91) rather than staying at the distractor (return 10)."""
     chain = envs.make("chain")
-    config = _tiny_chain(tmp_path / "chain", total_steps=12_000, eval_interval=4_000, checkpoint_interval=12_000)
+    config = _tiny_chain(tmp_path / "chain", num_seeds=1, total_steps=12_000, eval_interval=4_000, checkpoint_interval=12_000)
     runner.train(config, profile="chain")
     final = json.loads((tmp_path / "chain" / "summary.json").read_text())["final_eval"]
     assert final["return_mean"] > 0.95 * chain.goal_return() > 8 * chain.distractor_return()

@@ -117,12 +117,26 @@ class Progress:
         self.stream = stream
         self.tty = stream.isatty()
         self.started = time.perf_counter()
-        self._recent: list[tuple[int, float]] = []  # (env steps, seconds) of recent trained chunks
+        self._recent: list[tuple[int, float]] = []  # (env steps, seconds) of recent chunks of one phase
+        self._phase = ""
 
-    def update(self, env_steps: int, chunk_steps: int, seconds: float, updates_per_s: float, eval_return: float | None, members: int = 1) -> None:
-        """`env_steps` and `chunk_steps` per member; the rates shown cover all `members`."""
+    def update(
+        self,
+        env_steps: int,
+        chunk_steps: int,
+        seconds: float,
+        updates_per_s: float,
+        eval_return: float | None,
+        members: int = 1,
+        phase: str = "train",
+    ) -> None:
+        """`env_steps` and `chunk_steps` per member; the rates shown cover all `members`. The
+        speed (and so the time left) is averaged over the recent chunks of the current phase:
+        warm-up chunks, which do no updates, would make the estimate far too short."""
         if not self.enabled:
             return
+        if phase != self._phase:
+            self._phase, self._recent = phase, []
         self._recent = (self._recent + [(chunk_steps, seconds)])[-20:]
         steps_per_s = sum(s for s, _ in self._recent) / max(sum(t for _, t in self._recent), 1e-9)
         left = (self.total - env_steps) / max(steps_per_s, 1e-9)
@@ -132,7 +146,7 @@ class Progress:
         line = (
             f"[{bar}] {100 * fraction:5.1f}% {env_steps:>9,}/{self.total:,} | "
             f"{members * steps_per_s:8,.0f} env steps/s | {updates_per_s:8,.1f} updates/s{evaluation} | "
-            f"left {_duration(left)}"
+            + (f"left {_duration(left)}" if phase == "train" else "left -- (warm-up)")
         )
         self.stream.write(("\r" + line) if self.tty else (line + "\n"))
         self.stream.flush()

@@ -266,7 +266,13 @@ class _Run:
         logger.log_chunk(records)
         if not first_call:
             progress.update(
-                env_steps, self.schedule.chunk_env_steps, seconds, timing["updates_per_s"], self.last_eval, len(self.members)
+                env_steps,
+                self.schedule.chunk_env_steps,
+                seconds,
+                timing["updates_per_s"],
+                self.last_eval,
+                members=len(self.members),
+                phase="warmup" if warmup else "train",
             )
         else:
             progress.message(f"compiled and ran the first chunk in {seconds:.1f} s")

@@ -84,6 +84,80 @@ class PBACConfig:
 
 
 @dataclasses.dataclass(frozen=True)
+class SACConfig:
+    """SAC as the paper's baseline (SPEC 3): K = 2 critics, the min over them for targets and
+    actor, a learned temperature, Huber TD loss; PBAC's networks and optimiser settings."""
+
+    num_critics: int = 2
+    """Critics whose minimum forms targets and the actor's objective."""
+    hidden_sizes: tuple[int, ...] = (256, 256)
+    """Widths of the Dense layers of every MLP (LayerNorm + CReLU after each)."""
+    gamma: float = 0.99
+    """Discount factor."""
+    tau: float = 0.005
+    """Polyak rate of the target critics."""
+    huber_delta: float = 1.0
+    """Huber loss threshold of the TD error (the paper applied Huber to the baselines)."""
+    critic_lr: float = 3e-4
+    """Adam learning rate of the critics."""
+    actor_lr: float = 3e-4
+    """Adam learning rate of the actor."""
+    alpha_lr: float = 3e-4
+    """Adam learning rate of log alpha."""
+    init_log_alpha: float = 0.0
+    """Initial log temperature."""
+
+    def __post_init__(self) -> None:
+        _require(self.num_critics >= 1, f"num_critics must be >= 1, got {self.num_critics}")
+        _require(len(self.hidden_sizes) >= 1 and all(h >= 1 for h in self.hidden_sizes), f"hidden_sizes must be positive widths, got {self.hidden_sizes}")
+        _require(0.0 <= self.gamma < 1.0, f"gamma must lie in [0, 1), got {self.gamma}")
+        _require(0.0 < self.tau <= 1.0, f"tau must lie in (0, 1], got {self.tau}")
+        _require(self.huber_delta > 0, f"huber_delta must be > 0, got {self.huber_delta}")
+        for name in ("critic_lr", "actor_lr", "alpha_lr"):
+            _require(getattr(self, name) > 0, f"{name} must be > 0, got {getattr(self, name)}")
+
+
+@dataclasses.dataclass(frozen=True)
+class BootDQNPConfig:
+    """BootDQN-P adapted to continuous control (SPEC 3): K critics Q_k = f_k + beta p_k with p_k a
+    fixed random prior network, a deterministic K-head actor, bootstrap masks and posterior
+    sampling as PBAC, Huber TD loss."""
+
+    num_critics: int = 10
+    """K: critics (each with its own fixed prior network) and actor heads."""
+    hidden_sizes: tuple[int, ...] = (256, 256)
+    """Widths of the Dense layers of every MLP (LayerNorm + CReLU after each)."""
+    gamma: float = 0.99
+    """Discount factor."""
+    tau: float = 0.005
+    """Polyak rate of the target critics (the priors never change)."""
+    bootstrap_rate: float = 0.05
+    """kappa: each (critic, sample) pair is masked out with this probability per gradient step."""
+    posterior_sampling_rate: int = 5
+    """PSR: an instance redraws its active head every PSR env steps (and at every episode start)."""
+    prior_scale: float = 5.0
+    """beta: weight of the fixed prior network in Q_k = f_k + beta p_k."""
+    huber_delta: float = 1.0
+    """Huber loss threshold of the TD error."""
+    critic_lr: float = 3e-4
+    """Adam learning rate of the trainable critics f_k."""
+    actor_lr: float = 3e-4
+    """Adam learning rate of the actor."""
+
+    def __post_init__(self) -> None:
+        _require(self.num_critics >= 1, f"num_critics must be >= 1, got {self.num_critics}")
+        _require(len(self.hidden_sizes) >= 1 and all(h >= 1 for h in self.hidden_sizes), f"hidden_sizes must be positive widths, got {self.hidden_sizes}")
+        _require(0.0 <= self.gamma < 1.0, f"gamma must lie in [0, 1), got {self.gamma}")
+        _require(0.0 < self.tau <= 1.0, f"tau must lie in (0, 1], got {self.tau}")
+        _require(0.0 <= self.bootstrap_rate < 1.0, f"bootstrap_rate must lie in [0, 1), got {self.bootstrap_rate}")
+        _require(self.posterior_sampling_rate >= 1, f"posterior_sampling_rate must be >= 1, got {self.posterior_sampling_rate}")
+        _require(self.prior_scale >= 0, f"prior_scale must be >= 0, got {self.prior_scale}")
+        _require(self.huber_delta > 0, f"huber_delta must be > 0, got {self.huber_delta}")
+        for name in ("critic_lr", "actor_lr"):
+            _require(getattr(self, name) > 0, f"{name} must be > 0, got {getattr(self, name)}")
+
+
+@dataclasses.dataclass(frozen=True)
 class TrainConfig:
     """What to train on, for how long, and what a run writes (SPEC 2.5, 2.6)."""
 
@@ -96,8 +170,8 @@ class TrainConfig:
     num_seeds: int = 1
     """Independent seeds seed, seed+1, ... trained together as a vmapped axis (`--seeds N`)."""
     sweep: tuple[str, ...] = ()
-    """Hyperparameter grids NAME=v1,v2,... over PBAC's numeric knobs (`--sweep`), crossed with
-    each other and with the seeds, all in one program; e.g. bootstrap_rate=0.01,0.05,0.1."""
+    """Hyperparameter grids NAME=v1,v2,... over the algorithm's numeric knobs (`--sweep`),
+    crossed with each other and with the seeds, all in one program; e.g. bootstrap_rate=0.01,0.1."""
     total_steps: int = 300_000
     """Env steps to train for, counted over all instances (warm-up included)."""
     num_envs: int = 1
@@ -153,10 +227,20 @@ class TrainConfig:
 
 @dataclasses.dataclass(frozen=True)
 class RunConfig:
-    """One training run: `train` (env, budget, outputs) and `pbac` (the algorithm)."""
+    """One training run: `train` (env, budget, outputs), the algorithm to train (`algo`) and one
+    section of hyperparameters per algorithm (only the selected one is used)."""
 
     train: TrainConfig = dataclasses.field(default_factory=TrainConfig)
+    algo: Literal["pbac", "sac", "bootdqn_p"] = "pbac"
+    """Algorithm: pbac (SPEC 2), or a baseline (SPEC 3): sac, bootdqn_p."""
     pbac: PBACConfig = dataclasses.field(default_factory=PBACConfig)
+    sac: SACConfig = dataclasses.field(default_factory=SACConfig)
+    bootdqn_p: BootDQNPConfig = dataclasses.field(default_factory=BootDQNPConfig)
+
+    @property
+    def algorithm_config(self) -> Any:
+        """The hyperparameter section of the selected algorithm."""
+        return getattr(self, self.algo)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -244,20 +328,24 @@ def parse_overrides(pairs: tuple[str, ...] | list[str]) -> dict[str, Any]:
 
 # -- members: seeds x sweep points ----------------------------------------------------------
 
-SWEEPABLE = (
-    "bootstrap_rate",
-    "posterior_sampling_rate",
-    "prior_variance",
-    "tau",
-    "critic_lr",
-    "actor_lr",
-    "alpha_lr",
-    "use_diversity",
-    "use_coherence",
-    "use_propagation",
-)
-"""PBAC fields a sweep may vary: traced per member, so one compiled program serves all values.
-Others (K, widths, loss form, actor kind, batch and env sizes) change shapes or code."""
+SWEEPABLE = {
+    "pbac": (
+        "bootstrap_rate",
+        "posterior_sampling_rate",
+        "prior_variance",
+        "tau",
+        "critic_lr",
+        "actor_lr",
+        "alpha_lr",
+        "use_diversity",
+        "use_coherence",
+        "use_propagation",
+    ),
+    "sac": ("tau", "critic_lr", "actor_lr", "alpha_lr"),
+    "bootdqn_p": ("bootstrap_rate", "posterior_sampling_rate", "prior_scale", "tau", "critic_lr", "actor_lr"),
+}
+"""Per algorithm, the fields a sweep may vary: traced per member, so one compiled program serves
+all values. Others (K, widths, loss form, actor kind, batch and env sizes) change shapes or code."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -270,21 +358,25 @@ class Member:
     """The configuration's name: "pbac", or e.g. "pbac bootstrap_rate=0.01" in a sweep."""
     overrides: dict[str, Any]
     """{"pbac.bootstrap_rate": 0.01, ...}: what this sweep point changes."""
-    pbac: PBACConfig
+    config: Any
+    """This member's algorithm config (the selected section with the sweep point applied)."""
 
 
-def parse_sweep(entries: tuple[str, ...] | list[str]) -> list[tuple[str, list[Any]]]:
-    """("bootstrap_rate=0.01,0.05",) -> [("bootstrap_rate", [0.01, 0.05])]; names checked."""
+def parse_sweep(entries: tuple[str, ...] | list[str], algo: str | None = None) -> list[tuple[str, list[Any]]]:
+    """("bootstrap_rate=0.01,0.05",) -> [("bootstrap_rate", [0.01, 0.05])]; with `algo`, names
+    are checked against what that algorithm can sweep (a leading "ALGO." is accepted)."""
     grid = []
     for entry in entries:
         name, sep, raw = entry.partition("=")
-        name = name.strip().removeprefix("pbac.")
+        name = name.strip()
+        if algo is not None:
+            name = name.removeprefix(f"{algo}.")
         if not sep or not name or not raw.strip():
             raise ValueError(f"malformed sweep {entry!r}: expected NAME=v1,v2,..., e.g. bootstrap_rate=0.01,0.05")
-        if name not in SWEEPABLE:
-            close = difflib.get_close_matches(name, SWEEPABLE, n=2)
+        if algo is not None and name not in SWEEPABLE[algo]:
+            close = difflib.get_close_matches(name, SWEEPABLE[algo], n=2)
             hint = f" (did you mean {', '.join(close)}?)" if close else ""
-            raise ValueError(f"cannot sweep {name!r}{hint}; sweepable: {', '.join(SWEEPABLE)}")
+            raise ValueError(f"cannot sweep {name!r} of {algo}{hint}; sweepable: {', '.join(SWEEPABLE[algo])}")
         if any(name == other for other, _ in grid):
             raise ValueError(f"{name} is swept twice")
         values = []
@@ -298,26 +390,29 @@ def parse_sweep(entries: tuple[str, ...] | list[str]) -> list[tuple[str, list[An
     return grid
 
 
-def expand_members(config: RunConfig, algorithm: str = "pbac") -> list[Member]:
-    """The run's members: every sweep point (grid order) crossed with seeds seed..seed+num_seeds-1."""
+def expand_members(config: RunConfig) -> list[Member]:
+    """The run's members: every sweep point (grid order) of the selected algorithm's section,
+    crossed with seeds seed..seed+num_seeds-1."""
     import itertools
 
-    grid = parse_sweep(config.train.sweep)
+    algo = config.algo
+    base = config.algorithm_config
+    grid = parse_sweep(config.train.sweep, algo)
     names = [name for name, _ in grid]
-    hints = typing.get_type_hints(PBACConfig)
+    hints = typing.get_type_hints(type(base))
     members = []
     for point in itertools.product(*[values for _, values in grid]):
         overrides = {name: _coerce(f"sweep {name}", value, hints[name]) for name, value in zip(names, point)}
-        pbac = dataclasses.replace(config.pbac, **overrides)  # validates the values
-        label = " ".join([algorithm] + [f"{name}={value}" for name, value in overrides.items()])
+        member_config = dataclasses.replace(base, **overrides)  # validates the values
+        label = " ".join([algo] + [f"{name}={value}" for name, value in overrides.items()])
         for offset in range(config.train.num_seeds):
             members.append(
                 Member(
                     index=len(members),
                     seed=config.train.seed + offset,
                     label=label,
-                    overrides={f"pbac.{name}": value for name, value in overrides.items()},
-                    pbac=pbac,
+                    overrides={f"{algo}.{name}": value for name, value in overrides.items()},
+                    config=member_config,
                 )
             )
     return members
@@ -358,16 +453,21 @@ def load_profile(name: str) -> RunConfig:
 
 
 def config_from_dict(table: dict[str, Any], ignore: tuple[str, ...] = ()) -> RunConfig:
-    """A `RunConfig` from nested dicts {"train": {...}, "pbac": {...}}, every key and type checked."""
-    sections = {f.name: f.type for f in dataclasses.fields(RunConfig)}
-    unknown = set(table) - set(sections) - set(ignore)
+    """A `RunConfig` from nested dicts {"train": {...}, "algo": "pbac", "pbac": {...}, ...}, every
+    key and type checked."""
+    fields = {f.name for f in dataclasses.fields(RunConfig)}
+    unknown = set(table) - fields - set(ignore)
     if unknown:
-        raise ValueError(f"unknown section(s) {sorted(unknown)}; valid: {sorted(sections)}")
+        raise ValueError(f"unknown section(s) {sorted(unknown)}; valid: {sorted(fields)}")
     defaults = RunConfig()
+    hints = typing.get_type_hints(RunConfig)
     built = {}
-    for section in sections:
-        base = getattr(defaults, section)
-        built[section] = _replace_checked(base, table.get(section, {}), section)
+    for name in fields:
+        base = getattr(defaults, name)
+        if dataclasses.is_dataclass(base):
+            built[name] = _replace_checked(base, table.get(name, {}), name)
+        elif name in table:
+            built[name] = _coerce(name, table[name], hints[name])
     return RunConfig(**built)
 
 

@@ -231,7 +231,9 @@ def member_inputs(algorithm: Algorithm, members: list[tuple[int, Any]]) -> tuple
     seeds = jp.asarray([seed for seed, _ in members], jp.int32)
     hypers = [algorithm.hyperparams(config) for _, config in members]
     hyper = jax.tree.map(lambda *leaves: jp.stack(leaves), *hypers)
-    psr = jp.asarray([config.posterior_sampling_rate for _, config in members], jp.int32)
+    # Algorithms without posterior sampling have no PSR; 1 redraws every step, which is harmless
+    # with one head.
+    psr = jp.asarray([getattr(config, "posterior_sampling_rate", 1) for _, config in members], jp.int32)
     return seeds, hyper, psr
 
 

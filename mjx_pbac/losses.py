@@ -85,6 +85,13 @@ def pbac_critic_loss(
     return loss, aux
 
 
+def huber(x: jax.Array, delta: float | jax.Array) -> jax.Array:
+    """Elementwise 0.5 x^2 where |x| <= delta, delta (|x| - 0.5 delta) elsewhere: PyTorch's
+    HuberLoss(delta), the TD loss the paper applied to its baselines."""
+    magnitude = jp.abs(x)
+    return jp.where(magnitude <= delta, 0.5 * jp.square(x), delta * (magnitude - 0.5 * delta))
+
+
 def bellman_targets(
     reward: jax.Array,
     terminated: jax.Array,

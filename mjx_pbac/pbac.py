@@ -21,6 +21,7 @@ from mjx_pbac import losses
 from mjx_pbac.algorithm import Algorithm
 from mjx_pbac.config import PBACConfig
 from mjx_pbac.networks import Actor, make_actor, make_critic_ensemble, squashed_gaussian_sample
+from mjx_pbac.optim import adam_step, polyak
 from mjx_pbac.replay import Transition
 
 
@@ -74,10 +75,6 @@ def make_pbac(config: PBACConfig, obs_size: int, action_size: int) -> Algorithm:
     # Adam without its learning rate, which comes from the member's `PBACHyper` at each step.
     critic_opt = actor_opt = alpha_opt = optax.scale_by_adam()
     target_entropy = -float(action_size)
-
-    def adam_step(optimizer, grads, opt_state, params, learning_rate):
-        direction, opt_state = optimizer.update(grads, opt_state, params)
-        return optax.apply_updates(params, jax.tree.map(lambda d: -learning_rate * d, direction)), opt_state
 
     def init(key: jax.Array, hyper: PBACHyper | None = None) -> PBACState:
         """Parameters, targets and optimiser states; `hyper` defaults to the config's values."""
@@ -165,9 +162,7 @@ def make_pbac(config: PBACConfig, obs_size: int, action_size: int) -> Algorithm:
             )
 
         # 4. Polyak
-        target_critic_params = jax.tree.map(
-            lambda target, online: target + hyper.tau * (online - target), state.target_critic_params, critic_params
-        )
+        target_critic_params = polyak(state.target_critic_params, critic_params, hyper.tau)
         new_state = PBACState(
             hyper=hyper,
             critic_params=critic_params,

@@ -33,7 +33,7 @@ from mjx_pbac.algorithm import Algorithm
 from mjx_pbac.config import Member, RunConfig, config_from_dict, config_to_dict, expand_members, parse_overrides
 from mjx_pbac.logger import Progress, RunLogger, truncate_jsonl
 from mjx_pbac.loop import VISIT_PREFIX, Trainer, make_trainer, member_inputs, non_finite_metrics
-from mjx_pbac.pbac import make_pbac
+from mjx_pbac.algorithms import make_algorithm
 
 RUNS_ROOT = Path("runs")
 
@@ -54,20 +54,18 @@ class Built(NamedTuple):
 
     def init_state(self):
         """The members' initial training state (leading axis M)."""
-        return self.trainer.init(*member_inputs(self.algorithm, [(m.seed, m.pbac) for m in self.members]))
+        return self.trainer.init(*member_inputs(self.algorithm, [(m.seed, m.config) for m in self.members]))
 
 
 def build(config: RunConfig, donate: bool = True) -> Built:
     """Env, algorithm, jitted trainer and members of `config`; raises ValueError/TypeError for a
     bad env name, override or sweep."""
     env = envs.make(config.train.env, **parse_overrides(config.train.env_overrides))
-    members = expand_members(config, ALGORITHM)
-    algorithm = make_pbac(config.pbac, env.observation_size, env.action_size)
+    members = expand_members(config)
+    algorithm = make_algorithm(config, env.observation_size, env.action_size)
     trainer = make_trainer(config.train, env, algorithm, donate=donate)
     return Built(env, algorithm, trainer, members)
 
-
-ALGORITHM = "pbac"
 
 
 def device_description() -> dict[str, Any]:
@@ -91,7 +89,8 @@ def new_run_dir(config: RunConfig, profile: str) -> Path:
         run_dir.mkdir(parents=True, exist_ok=True)
         return run_dir
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
-    base = RUNS_ROOT / f"{profile}-{config.train.env}-s{config.train.seed}-{stamp}"
+    algo = "" if config.algo == "pbac" else f"{config.algo}-"
+    base = RUNS_ROOT / f"{profile}-{algo}{config.train.env}-s{config.train.seed}-{stamp}"
     run_dir, suffix = base, 1
     while run_dir.exists():
         suffix += 1
@@ -141,7 +140,7 @@ def train(config: RunConfig | None, profile: str = "custom", resume_dir: str | P
         env = built.env
         record = {
             "profile": profile,
-            "algorithm": ALGORITHM,
+            "algorithm": config.algo,
             "config": config_to_dict(config),
             "members": [
                 {"index": m.index, "seed": m.seed, "label": m.label, "overrides": m.overrides} for m in built.members

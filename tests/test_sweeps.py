@@ -109,7 +109,7 @@ def test_a_sweep_point_trains_as_its_value_says():
 @pytest.mark.parametrize(
     "argv, message",
     [
-        (["--sweep", "bootstrp_rate=0.1,0.2"], "cannot sweep 'bootstrp_rate' (did you mean bootstrap_rate?); sweepable:"),
+        (["--sweep", "bootstrp_rate=0.1,0.2"], "cannot sweep 'bootstrp_rate' of pbac (did you mean bootstrap_rate?); sweepable:"),
         (["--sweep", "num_critics=5,10"], "cannot sweep 'num_critics'"),
         (["--sweep", "bootstrap_rate=0.1,1.5"], "bootstrap_rate must lie in [0, 1), got 1.5"),
         (["--sweep", "bootstrap_rate"], "malformed sweep 'bootstrap_rate'"),

@@ -1,0 +1,33 @@
+"""Name -> algorithm: the one place that knows which algorithms exist.
+
+Each entry builds an `Algorithm` (its networks, losses and how it acts) from its config section
+of `RunConfig`; the loop, buffer, evaluation, logging, checkpoints and sweeps are shared.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mjx_pbac.algorithm import Algorithm
+from mjx_pbac.config import RunConfig
+
+
+def make_algorithm(config: RunConfig, obs_size: int, action_size: int) -> Algorithm:
+    """The selected algorithm (`config.algo`) with its section's hyperparameters."""
+    return make(config.algo, config.algorithm_config, obs_size, action_size)
+
+
+def make(algo: str, algorithm_config: Any, obs_size: int, action_size: int) -> Algorithm:
+    if algo == "pbac":
+        from mjx_pbac.pbac import make_pbac
+
+        return make_pbac(algorithm_config, obs_size, action_size)
+    if algo == "sac":
+        from mjx_pbac.sac import make_sac
+
+        return make_sac(algorithm_config, obs_size, action_size)
+    if algo == "bootdqn_p":
+        from mjx_pbac.bootdqn_p import make_bootdqn_p
+
+        return make_bootdqn_p(algorithm_config, obs_size, action_size)
+    raise ValueError(f"unknown algorithm {algo!r}; valid: pbac, sac, bootdqn_p")

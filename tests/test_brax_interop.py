@@ -39,12 +39,13 @@ def test_brax_ppo_trains_a_few_iterations_on_ant_delayed():
         num_minibatches=1,
         unroll_length=8,
         num_updates_per_batch=1,
-        num_evals=2,
-        num_eval_envs=2,
+        num_evals=1,
+        run_evals=False,  # Brax's evaluator would compile a second Ant program (~1 min on 2 cores)
         seed=0,
         progress_fn=lambda step, m: progress.append((step, m)),
     )
-    assert len(progress) == 2
-    assert progress[-1][0] > 0
-    assert np.isfinite(metrics["eval/episode_reward"])
+    assert len(progress) == 1 and progress[0][0] >= 2 * 8 * 8
+    losses = {name: value for name, value in metrics.items() if "loss" in name}
+    assert losses, sorted(metrics)
+    assert all(np.isfinite(value) for value in losses.values()), losses
     assert params is not None

@@ -28,6 +28,19 @@ def _require(condition: bool, message: str) -> None:
         raise ValueError(message)
 
 
+def _check_actor_critic(config: Any) -> None:
+    """The checks every actor-critic config shares: widths, discount, Polyak rate."""
+    widths = config.hidden_sizes
+    _require(len(widths) >= 1 and all(h >= 1 for h in widths), f"hidden_sizes must be positive widths, got {widths}")
+    _require(0.0 <= config.gamma < 1.0, f"gamma must lie in [0, 1), got {config.gamma}")
+    _require(0.0 < config.tau <= 1.0, f"tau must lie in (0, 1], got {config.tau}")
+
+
+def _check_positive(config: Any, *names: str) -> None:
+    for name in names:
+        _require(getattr(config, name) > 0, f"{name} must be > 0, got {getattr(config, name)}")
+
+
 @dataclasses.dataclass(frozen=True)
 class PBACConfig:
     """PBAC's hyperparameters (SPEC 2.1-2.5; paper Tables 5-7)."""
@@ -67,9 +80,7 @@ class PBACConfig:
 
     def __post_init__(self) -> None:
         _require(self.num_critics >= 2, f"num_critics must be >= 2 (the loss needs an ensemble variance), got {self.num_critics}")
-        _require(len(self.hidden_sizes) >= 1 and all(h >= 1 for h in self.hidden_sizes), f"hidden_sizes must be positive widths, got {self.hidden_sizes}")
-        _require(0.0 <= self.gamma < 1.0, f"gamma must lie in [0, 1), got {self.gamma}")
-        _require(0.0 < self.tau <= 1.0, f"tau must lie in (0, 1], got {self.tau}")
+        _check_actor_critic(self)
         _require(0.0 <= self.bootstrap_rate < 1.0, f"bootstrap_rate must lie in [0, 1), got {self.bootstrap_rate}")
         _require(self.posterior_sampling_rate >= 1, f"posterior_sampling_rate must be >= 1, got {self.posterior_sampling_rate}")
         _require(self.prior_variance > 0, f"prior_variance must be > 0, got {self.prior_variance}")
@@ -79,8 +90,7 @@ class PBACConfig:
             self.use_diversity or self.use_coherence or self.use_propagation,
             "at least one of use_diversity, use_coherence, use_propagation must be true",
         )
-        for name in ("critic_lr", "actor_lr", "alpha_lr"):
-            _require(getattr(self, name) > 0, f"{name} must be > 0, got {getattr(self, name)}")
+        _check_positive(self, "critic_lr", "actor_lr", "alpha_lr")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -109,12 +119,9 @@ class SACConfig:
 
     def __post_init__(self) -> None:
         _require(self.num_critics >= 1, f"num_critics must be >= 1, got {self.num_critics}")
-        _require(len(self.hidden_sizes) >= 1 and all(h >= 1 for h in self.hidden_sizes), f"hidden_sizes must be positive widths, got {self.hidden_sizes}")
-        _require(0.0 <= self.gamma < 1.0, f"gamma must lie in [0, 1), got {self.gamma}")
-        _require(0.0 < self.tau <= 1.0, f"tau must lie in (0, 1], got {self.tau}")
+        _check_actor_critic(self)
         _require(self.huber_delta > 0, f"huber_delta must be > 0, got {self.huber_delta}")
-        for name in ("critic_lr", "actor_lr", "alpha_lr"):
-            _require(getattr(self, name) > 0, f"{name} must be > 0, got {getattr(self, name)}")
+        _check_positive(self, "critic_lr", "actor_lr", "alpha_lr")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -146,15 +153,12 @@ class BootDQNPConfig:
 
     def __post_init__(self) -> None:
         _require(self.num_critics >= 1, f"num_critics must be >= 1, got {self.num_critics}")
-        _require(len(self.hidden_sizes) >= 1 and all(h >= 1 for h in self.hidden_sizes), f"hidden_sizes must be positive widths, got {self.hidden_sizes}")
-        _require(0.0 <= self.gamma < 1.0, f"gamma must lie in [0, 1), got {self.gamma}")
-        _require(0.0 < self.tau <= 1.0, f"tau must lie in (0, 1], got {self.tau}")
+        _check_actor_critic(self)
         _require(0.0 <= self.bootstrap_rate < 1.0, f"bootstrap_rate must lie in [0, 1), got {self.bootstrap_rate}")
         _require(self.posterior_sampling_rate >= 1, f"posterior_sampling_rate must be >= 1, got {self.posterior_sampling_rate}")
         _require(self.prior_scale >= 0, f"prior_scale must be >= 0, got {self.prior_scale}")
         _require(self.huber_delta > 0, f"huber_delta must be > 0, got {self.huber_delta}")
-        for name in ("critic_lr", "actor_lr"):
-            _require(getattr(self, name) > 0, f"{name} must be > 0, got {getattr(self, name)}")
+        _check_positive(self, "critic_lr", "actor_lr")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -3,13 +3,9 @@
 # see benchmarks/gpu_env.sh and the README). Each `train.py profile` call is bounded by `timeout`
 # so that a slow compile cannot eat the whole lease; every report is written as it is measured.
 set -o pipefail
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-  && export PYTHONPATH=/tmp/site:$PWD || exit 1
-export PYTHONUNBUFFERED=1 OUT=${OUT:-/tmp/out}
+source "$(dirname "$0")/gpu_setup.sh"
 # evaluation is the same program in every Ant profile below: compile it once
 export JAX_COMPILATION_CACHE_DIR=/tmp/jax_cache JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS=0
-mkdir -p "$OUT"
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$OUT/gpu.txt"
 p() { local tag=$1; shift; timeout "${LIMIT:-150}" python3 train.py profile --out "$OUT/profile_$tag.json" "$@" 2>&1 | grep -vi warp | tee -a "$OUT/log.txt"; }
 # The paper's setting: one env, 5 updates of batch 256 per env step, K = 10, width 256.
 p ant_delayed_paper --profile ant_delayed --timed-chunks 3 --measure-steps 100

@@ -30,3 +30,26 @@ class Algorithm(NamedTuple):
     """eval_act(state, obs[E, o]) -> actions[E, a] in [-1, 1], deterministic."""
     update: Callable[[AgentState, Transition, jax.Array, jax.Array], tuple[AgentState, dict[str, jax.Array]]]
     """update(state, batch, key, target_head) -> (state, scalar metrics): one gradient step."""
+
+
+def update_metrics(
+    critic_loss: jax.Array,
+    critic_aux: dict[str, jax.Array],
+    actor_loss: jax.Array,
+    alpha: jax.Array,
+    log_prob: jax.Array,
+    targets: jax.Array,
+) -> dict[str, jax.Array]:
+    """The metrics every algorithm's `update` reports, under the same names, so that logs,
+    TensorBoard and reports read alike: critic loss and its parts (critic_*), actor loss,
+    alpha, entropy (-mean log pi; 0 for deterministic heads) and the mean Bellman target."""
+    import jax.numpy as jp
+
+    return {
+        "critic_loss": critic_loss,
+        **{f"critic_{name}": value for name, value in critic_aux.items()},
+        "actor_loss": actor_loss,
+        "alpha": alpha,
+        "entropy": -jp.mean(log_prob),
+        "target_mean": jp.mean(targets),
+    }

@@ -43,7 +43,7 @@ import optax
 from flax import struct
 
 from mjx_pbac import losses
-from mjx_pbac.algorithm import Algorithm
+from mjx_pbac.algorithm import Algorithm, update_metrics
 from mjx_pbac.config import BootDQNPConfig
 from mjx_pbac.networks import Actor, CriticEnsemble, make_actor, make_critic_ensemble
 from mjx_pbac.losses import huber
@@ -229,15 +229,8 @@ def make_bootdqn_p(config: BootDQNPConfig, obs_size: int, action_size: int) -> A
             critic_opt_state=critic_opt_state,
             actor_opt_state=actor_opt_state,
         )
-        zero = jp.zeros((), critic_value.dtype)
-        metrics = {
-            "critic_loss": critic_value,
-            **{f"critic_{name}": value for name, value in critic_aux.items()},
-            "actor_loss": actor_value,
-            "alpha": zero,  # no entropy term: named as PBAC's so logs and reports line up
-            "entropy": zero,
-            "target_mean": jp.mean(y),
-        }
+        zero = jp.zeros((), critic_value.dtype)  # no entropy term: alpha and entropy report 0
+        metrics = update_metrics(critic_value, critic_aux, actor_value, zero, zero, y)
         return new_state, metrics
 
     return Algorithm(

@@ -24,3 +24,11 @@ def adam_step(optimizer: optax.GradientTransformation, grads: Any, opt_state: An
 def polyak(target: Any, online: Any, tau: jax.Array) -> Any:
     """target + tau (online - target), leaf by leaf."""
     return jax.tree.map(lambda t, o: t + tau * (o - t), target, online)
+
+
+def temperature_step(optimizer, opt_state, log_alpha, log_prob, target_entropy: float, learning_rate):
+    """(new log alpha, new optimiser state) after one step on `losses.temperature_loss`."""
+    from mjx_pbac.losses import temperature_loss
+
+    grad = jax.grad(temperature_loss)(log_alpha, log_prob, target_entropy)
+    return adam_step(optimizer, grad, opt_state, log_alpha, learning_rate)

@@ -40,11 +40,11 @@ import optax
 from flax import struct
 
 from mjx_pbac import losses
-from mjx_pbac.algorithm import Algorithm
+from mjx_pbac.algorithm import Algorithm, update_metrics
 from mjx_pbac.config import SACConfig
 from mjx_pbac.networks import make_actor, make_critic_ensemble, squashed_gaussian_sample
 from mjx_pbac.losses import huber
-from mjx_pbac.optim import adam_step, polyak
+from mjx_pbac.optim import adam_step, polyak, temperature_step
 from mjx_pbac.replay import Transition
 
 
@@ -189,9 +189,8 @@ def make_sac(config: SACConfig, obs_size: int, action_size: int) -> Algorithm:
         )
 
         # 3. temperature
-        alpha_grad = jax.grad(losses.temperature_loss)(state.log_alpha, log_prob, target_entropy)
-        log_alpha, alpha_opt_state = adam_step(
-            alpha_opt, alpha_grad, state.alpha_opt_state, state.log_alpha, hyper.alpha_lr
+        log_alpha, alpha_opt_state = temperature_step(
+            alpha_opt, state.alpha_opt_state, state.log_alpha, log_prob, target_entropy, hyper.alpha_lr
         )
 
         # 4. Polyak
@@ -206,14 +205,7 @@ def make_sac(config: SACConfig, obs_size: int, action_size: int) -> Algorithm:
             actor_opt_state=actor_opt_state,
             alpha_opt_state=alpha_opt_state,
         )
-        metrics = {
-            "critic_loss": critic_value,
-            **{f"critic_{name}": value for name, value in critic_aux.items()},
-            "actor_loss": actor_value,
-            "alpha": alpha,
-            "entropy": -jp.mean(log_prob),
-            "target_mean": jp.mean(y),
-        }
+        metrics = update_metrics(critic_value, critic_aux, actor_value, alpha, log_prob, y)
         return new_state, metrics
 
     return Algorithm(

@@ -1,4 +1,5 @@
-"""Tiny Brax envs whose every transition is known, for testing the loop and the buffer."""
+"""Tiny Brax envs and batches whose every transition is known, for testing the loop, the buffer
+and the algorithms' updates."""
 
 from __future__ import annotations
 
@@ -39,3 +40,20 @@ class CountingEnv(Env):
         t = state.pipeline_state + 1.0
         done = jp.zeros(()) if self.terminate_at is None else (t >= self.terminate_at).astype(jp.float32)
         return state.replace(pipeline_state=t, obs=jp.stack([t, action[0]]), reward=t, done=done)
+
+
+def value_batch(values, obs_size: int = 2):
+    """A batch of transitions whose every field is read off `values`: obs = value (in every
+    dimension), action = value, reward = value, next_obs = value + 0.5; truncated, not terminated."""
+    from mjx_pbac import replay
+
+    values = jp.asarray(values, jp.float32)
+    n = values.shape[0]
+    return replay.Transition(
+        obs=jp.tile(values[:, None], (1, obs_size)),
+        action=values[:, None],
+        reward=values,
+        next_obs=jp.tile(values[:, None] + 0.5, (1, obs_size)),
+        terminated=jp.zeros(n),
+        truncated=jp.ones(n),
+    )

@@ -16,26 +16,14 @@ import optax
 import pytest
 
 import envs
-from mjx_pbac import replay
 from mjx_pbac.config import SACConfig, TrainConfig
 from mjx_pbac.loop import make_trainer, member_inputs
 from mjx_pbac.sac import SACHyper, huber, make_sac, sac_critic_loss, sac_targets
-from tests.probe_envs import CountingEnv
+from tests.probe_envs import CountingEnv, value_batch
 
 SMALL = SACConfig(hidden_sizes=(8,))
 
 
-def _transition(values, obs_size=2):
-    values = jp.asarray(values, jp.float32)
-    n = values.shape[0]
-    return replay.Transition(
-        obs=jp.tile(values[:, None], (1, obs_size)),
-        action=values[:, None],
-        reward=values,
-        next_obs=jp.tile(values[:, None] + 0.5, (1, obs_size)),
-        terminated=jp.zeros(n),
-        truncated=jp.ones(n),
-    )
 
 
 def _same(a, b):
@@ -144,7 +132,7 @@ def test_update_targets_min_over_target_critics_bootstrap_through_truncation_not
         target_critic_params=_constant_target_critics(agent.target_critic_params, [3.0, -2.0]),
         log_alpha=jp.asarray(-100.0, jp.float32),
     )
-    batch = _transition([1.0, 2.0, 3.0]).replace(
+    batch = value_batch([1.0, 2.0, 3.0]).replace(
         terminated=jp.array([1.0, 0.0, 0.0]), truncated=jp.array([0.0, 1.0, 0.0])
     )
     _, metrics = update(agent, batch, jax.random.key(1), jp.asarray(0))
@@ -154,7 +142,7 @@ def test_update_targets_min_over_target_critics_bootstrap_through_truncation_not
 
     # Every row terminated: y = r exactly, whatever the critics, the policy and alpha.
     fresh = algorithm.init(jax.random.key(0))
-    terminated = _transition([1.0, 2.0, 3.0]).replace(terminated=jp.ones(3), truncated=jp.zeros(3))
+    terminated = value_batch([1.0, 2.0, 3.0]).replace(terminated=jp.ones(3), truncated=jp.zeros(3))
     _, metrics = update(fresh, terminated, jax.random.key(1), jp.asarray(0))
     assert float(metrics["target_mean"]) == pytest.approx(2.0, abs=1e-6)
 
@@ -194,7 +182,7 @@ def test_each_loss_moves_only_its_own_parameters():
     the actor is scored by the just-updated critics) the actor, never alpha. So the actor and
     temperature losses send no gradient into the critics."""
     env = CountingEnv()
-    batch = _transition([1.0, 2.0, 3.0, 4.0])
+    batch = value_batch([1.0, 2.0, 3.0, 4.0])
 
     algorithm = make_sac(SMALL, env.observation_size, env.action_size)
     update = jax.jit(algorithm.update)  # learning rates are traced (SACHyper): one compile for all

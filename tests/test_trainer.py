@@ -16,7 +16,7 @@ from mjx_pbac import replay
 from mjx_pbac.config import PBACConfig, TrainConfig
 from mjx_pbac.loop import make_trainer, member_inputs, redraw_heads
 from mjx_pbac.pbac import make_pbac
-from tests.probe_envs import CountingEnv
+from tests.probe_envs import CountingEnv, value_batch
 
 SMALL = PBACConfig(num_critics=3, hidden_sizes=(8,))
 
@@ -30,17 +30,6 @@ def _member(tree, index=0):
     return jax.tree.map(lambda leaf: leaf[index], jax.device_get(tree))
 
 
-def _transition(values, obs_size=2):
-    values = jp.asarray(values, jp.float32)
-    n = values.shape[0]
-    return replay.Transition(
-        obs=jp.tile(values[:, None], (1, obs_size)),
-        action=values[:, None],
-        reward=values,
-        next_obs=jp.tile(values[:, None] + 0.5, (1, obs_size)),
-        terminated=jp.zeros(n),
-        truncated=jp.ones(n),
-    )
 
 
 # -- replay ---------------------------------------------------------------------------------
@@ -48,13 +37,13 @@ def _transition(values, obs_size=2):
 
 def test_replay_ring_wraps_around_without_shifting():
     buffer = replay.init(capacity=5, obs_size=2, action_size=1)
-    buffer = replay.insert(buffer, _transition([1, 2, 3]))
+    buffer = replay.insert(buffer, value_batch([1, 2, 3]))
     assert int(buffer.position) == 3 and int(buffer.size) == 3
-    buffer = replay.insert(buffer, _transition([4, 5, 6]))
+    buffer = replay.insert(buffer, value_batch([4, 5, 6]))
     # 6 overwrote the oldest (1) in slot 0; the others did not move.
     np.testing.assert_array_equal(buffer.data.reward, [6, 2, 3, 4, 5])
     assert int(buffer.position) == 1 and int(buffer.size) == 5
-    buffer = replay.insert(buffer, _transition([7, 8, 9, 10]))
+    buffer = replay.insert(buffer, value_batch([7, 8, 9, 10]))
     np.testing.assert_array_equal(buffer.data.reward, [6, 7, 8, 9, 10])
     assert int(buffer.position) == 0 and int(buffer.size) == 5
     np.testing.assert_array_equal(buffer.data.next_obs[:, 0], buffer.data.reward + 0.5)
@@ -64,7 +53,7 @@ def test_replay_ring_wraps_around_without_shifting():
 
 def test_replay_samples_uniformly_from_stored_transitions_only():
     buffer = replay.init(capacity=100, obs_size=2, action_size=1)
-    buffer = replay.insert(buffer, _transition([1, 2, 3, 4]))
+    buffer = replay.insert(buffer, value_batch([1, 2, 3, 4]))
     batch = replay.sample(buffer, jax.random.key(0), 4000)
     chex.assert_shape(batch.obs, (4000, 2))
     values, counts = np.unique(np.asarray(batch.reward), return_counts=True)
@@ -75,7 +64,7 @@ def test_replay_samples_uniformly_from_stored_transitions_only():
 
 def test_replay_refuses_more_than_capacity():
     with pytest.raises(ValueError, match="capacity 2"):
-        replay.insert(replay.init(2, 2, 1), _transition([1, 2, 3]))
+        replay.insert(replay.init(2, 2, 1), value_batch([1, 2, 3]))
 
 
 # -- posterior sampling ---------------------------------------------------------------------
@@ -171,7 +160,7 @@ def test_pbac_targets_bootstrap_through_truncation_not_termination():
     env = CountingEnv()
     algorithm = make_pbac(SMALL, env.observation_size, env.action_size)
     agent = algorithm.init(jax.random.key(0))
-    batch = _transition([1.0, 2.0, 3.0])
+    batch = value_batch([1.0, 2.0, 3.0])
     terminated = batch.replace(terminated=jp.ones(3), truncated=jp.zeros(3))
     _, metrics = algorithm.update(agent, terminated, jax.random.key(1), jp.asarray(0))
     assert float(metrics["target_mean"]) == pytest.approx(2.0, abs=1e-6)  # y = r exactly
@@ -233,7 +222,7 @@ def test_each_loss_moves_only_its_own_parameters():
     the actor step scores heads with the just-updated critics, SPEC 2.3's order) the actor, never
     alpha. So the actor and temperature losses send no gradient into the critics."""
     env = CountingEnv()
-    batch = _transition([1.0, 2.0, 3.0, 4.0])
+    batch = value_batch([1.0, 2.0, 3.0, 4.0])
 
     def updated(**lrs):
         config = dataclasses.replace(SMALL, **lrs)

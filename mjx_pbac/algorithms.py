@@ -30,4 +30,12 @@ def make(algo: str, algorithm_config: Any, obs_size: int, action_size: int) -> A
         from mjx_pbac.bootdqn_p import make_bootdqn_p
 
         return make_bootdqn_p(algorithm_config, obs_size, action_size)
-    raise ValueError(f"unknown algorithm {algo!r}; valid: pbac, sac, bootdqn_p")
+    if algo == "drnd":
+        from mjx_pbac.drnd import make_drnd
+
+        return make_drnd(algorithm_config, obs_size, action_size)
+    if algo == "ben":
+        from mjx_pbac.ben import make_ben
+
+        return make_ben(algorithm_config, obs_size, action_size)
+    raise ValueError(f"unknown algorithm {algo!r}; valid: pbac, sac, bootdqn_p, drnd, ben")

@@ -1,9 +1,11 @@
 """Typed, frozen configuration of a training run, and the named presets in `profiles/`.
 
-A run is a `RunConfig`: what to train on and how long (`TrainConfig`) plus the algorithm's
-hyperparameters (`PBACConfig`, SPEC section 2). Every field has a docstring, which `train.py
---help` shows. A profile (`profiles/NAME.toml`) is a partial `RunConfig` written as TOML tables
-`[train]` and `[pbac]`; `load_profile` checks every key and value against these dataclasses.
+A run is a `RunConfig`: what to train on and how long (`TrainConfig`), which algorithm, and each
+algorithm's hyperparameters (`PBACConfig`, SPEC section 2; the baselines' sections, SPEC 3).
+Every field has a docstring, which `train.py --help` shows. A profile (`profiles/NAME.toml`) is a
+partial `RunConfig` written as TOML tables `[train]`, `[pbac]` and one per baseline (`[sac]`,
+`[bootdqn_p]`, `[drnd]`, `[ben]`); `load_profile` checks every key and value against these
+dataclasses.
 
 Derived sizes (iterations per chunk, where evaluation falls) live in `Schedule`, computed from the
 config and never written back into it.
@@ -162,6 +164,75 @@ class BootDQNPConfig:
 
 
 @dataclasses.dataclass(frozen=True)
+class DRNDConfig(SACConfig):
+    """SAC-DRND (SPEC 3; Yang et al. 2024): SAC as `SACConfig` with a distributional random
+    network distillation bonus b(s', a') from N fixed random target networks and one trained
+    predictor, added to the bootstrap of the critic target with weight sign * bonus_scale."""
+
+    num_targets: int = 10
+    """N: fixed random target networks g_n(s, a) whose mean and second moment define the bonus."""
+    predictor_hidden_sizes: tuple[int, ...] = (256, 256, 256, 256)
+    """Widths of the ReLU hidden layers of the predictor and of every target network."""
+    embedding_size: int = 32
+    """Output size of the predictor and the target networks."""
+    predictor_lr: float = 1e-4
+    """Adam learning rate of the predictor (trained on one random target per batch)."""
+    bonus_mix: float = 0.9
+    """Weight of the first bonus term, sum_j (f_j - mu_j)^2; the distributional term gets 1 - bonus_mix."""
+    bonus_scale: float = 1.0
+    """lambda: the bonus enters the target as sign * lambda * b(s', a')."""
+    sign: Literal["penalty", "bonus"] = "penalty"
+    """SPEC's drnd_sign: "penalty" subtracts lambda b(s', a') in the target as the reference
+    pipeline does (a novelty penalty); "bonus" adds it (an exploration bonus)."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _require(self.num_targets >= 2, f"num_targets must be >= 2 (the bonus needs their spread), got {self.num_targets}")
+        widths = self.predictor_hidden_sizes
+        _require(len(widths) >= 1 and all(h >= 1 for h in widths), f"predictor_hidden_sizes must be positive widths, got {widths}")
+        _require(self.embedding_size >= 1, f"embedding_size must be >= 1, got {self.embedding_size}")
+        _require(0.0 <= self.bonus_mix <= 1.0, f"bonus_mix must lie in [0, 1], got {self.bonus_mix}")
+        _require(self.bonus_scale >= 0, f"bonus_scale must be >= 0, got {self.bonus_scale}")
+        _require(self.sign in ("penalty", "bonus"), f"sign must be 'penalty' or 'bonus', got {self.sign!r}")
+        _check_positive(self, "predictor_lr")
+
+
+@dataclasses.dataclass(frozen=True)
+class BENConfig:
+    """BEN as the paper's Bayesian deep-ensemble version (SPEC 3): K - 1 heteroscedastic critics
+    (mean, log-variance) fitted to a Gaussian Bellman target by a KL with bootstrap masks, and one
+    deterministic critic regressed on their detached mean that alone trains a deterministic actor,
+    which explores with N(0, action_noise^2) action noise."""
+
+    num_critics: int = 10
+    """K: K - 1 heteroscedastic critics plus the one deterministic critic."""
+    hidden_sizes: tuple[int, ...] = (256, 256)
+    """Widths of the Dense layers of every MLP (LayerNorm + CReLU after each)."""
+    gamma: float = 0.99
+    """Discount factor."""
+    tau: float = 0.005
+    """Polyak rate of the heteroscedastic target critics."""
+    bootstrap_rate: float = 0.05
+    """kappa: each (critic, sample) pair of the ensemble's KL is masked out with this probability."""
+    action_noise: float = 0.1
+    """Standard deviation of the Gaussian noise added to the actor's action when exploring."""
+    huber_delta: float = 1.0
+    """Huber threshold of the deterministic critic's regression on the ensemble mean."""
+    critic_lr: float = 3e-4
+    """Adam learning rate of the critics (the ensemble and the deterministic one)."""
+    actor_lr: float = 3e-4
+    """Adam learning rate of the actor."""
+
+    def __post_init__(self) -> None:
+        _require(self.num_critics >= 2, f"num_critics must be >= 2 (K - 1 heteroscedastic + 1 deterministic), got {self.num_critics}")
+        _check_actor_critic(self)
+        _require(0.0 <= self.bootstrap_rate < 1.0, f"bootstrap_rate must lie in [0, 1), got {self.bootstrap_rate}")
+        _require(self.action_noise >= 0, f"action_noise must be >= 0, got {self.action_noise}")
+        _require(self.huber_delta > 0, f"huber_delta must be > 0, got {self.huber_delta}")
+        _check_positive(self, "critic_lr", "actor_lr")
+
+
+@dataclasses.dataclass(frozen=True)
 class TrainConfig:
     """What to train on, for how long, and what a run writes (SPEC 2.5, 2.6)."""
 
@@ -235,11 +306,13 @@ class RunConfig:
     section of hyperparameters per algorithm (only the selected one is used)."""
 
     train: TrainConfig = dataclasses.field(default_factory=TrainConfig)
-    algo: Literal["pbac", "sac", "bootdqn_p"] = "pbac"
-    """Algorithm: pbac (SPEC 2), or a baseline (SPEC 3): sac, bootdqn_p."""
+    algo: Literal["pbac", "sac", "bootdqn_p", "drnd", "ben"] = "pbac"
+    """Algorithm: pbac (SPEC 2), or a baseline (SPEC 3): sac, bootdqn_p, drnd, ben."""
     pbac: PBACConfig = dataclasses.field(default_factory=PBACConfig)
     sac: SACConfig = dataclasses.field(default_factory=SACConfig)
     bootdqn_p: BootDQNPConfig = dataclasses.field(default_factory=BootDQNPConfig)
+    drnd: DRNDConfig = dataclasses.field(default_factory=DRNDConfig)
+    ben: BENConfig = dataclasses.field(default_factory=BENConfig)
 
     @property
     def algorithm_config(self) -> Any:
@@ -347,6 +420,8 @@ SWEEPABLE = {
     ),
     "sac": ("tau", "critic_lr", "actor_lr", "alpha_lr"),
     "bootdqn_p": ("bootstrap_rate", "posterior_sampling_rate", "prior_scale", "tau", "critic_lr", "actor_lr"),
+    "drnd": ("tau", "critic_lr", "actor_lr", "alpha_lr", "predictor_lr", "bonus_scale", "sign"),
+    "ben": ("bootstrap_rate", "action_noise", "tau", "critic_lr", "actor_lr"),
 }
 """Per algorithm, the fields a sweep may vary: traced per member, so one compiled program serves
 all values. Others (K, widths, loss form, actor kind, batch and env sizes) change shapes or code."""
@@ -389,7 +464,9 @@ def parse_sweep(entries: tuple[str, ...] | list[str], algo: str | None = None) -
             try:
                 values.append(ast.literal_eval(item))
             except (ValueError, SyntaxError):
-                raise ValueError(f"sweep {name}: {item!r} is not a number or True/False") from None
+                if not item.isidentifier():  # a bare word is a choice, e.g. sign=penalty,bonus
+                    raise ValueError(f"sweep {name}: {item!r} is not a number, True/False or a choice name") from None
+                values.append(item)
         grid.append((name, values))
     return grid
 

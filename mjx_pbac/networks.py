@@ -72,11 +72,14 @@ class CriticEnsemble(NamedTuple):
     apply_per_member: Callable
 
 
-def make_critic_ensemble(num_critics: int, hidden_sizes: tuple[int, ...]) -> CriticEnsemble:
-    mlp = MLP(hidden_sizes, 1)
+def make_critic_ensemble(num_critics: int, hidden_sizes: tuple[int, ...], outputs: int = 1) -> CriticEnsemble:
+    """K critics with one output each (q [K, B]) or `outputs` > 1 each (e.g. BEN's mean and
+    log-variance: [K, B, outputs])."""
+    mlp = MLP(hidden_sizes, outputs)
 
     def single(params, obs, action):
-        return mlp.apply(params, jp.concatenate([obs, action], axis=-1))[..., 0]
+        out = mlp.apply(params, jp.concatenate([obs, action], axis=-1))
+        return out[..., 0] if outputs == 1 else out
 
     def init(key, obs, action):
         keys = jax.random.split(key, num_critics)

@@ -33,6 +33,7 @@ Order per gradient step: critic, actor, temperature, Polyak.
 from __future__ import annotations
 
 import dataclasses
+from typing import Any, Callable, NamedTuple
 
 import jax
 import jax.numpy as jp
@@ -44,9 +45,8 @@ from mjx_pbac.algorithm import Algorithm, update_metrics
 from mjx_pbac.config import SACConfig
 from mjx_pbac.networks import make_actor, make_critic_ensemble, squashed_gaussian_sample
 from mjx_pbac.losses import huber
-from mjx_pbac.optim import adam_step, polyak, temperature_step
+from mjx_pbac.optim import adam, adam_step, polyak, temperature_step
 from mjx_pbac.replay import Transition
-
 
 
 def sac_critic_loss(
@@ -77,13 +77,15 @@ def sac_targets(
     *,
     gamma: float,
     alpha: jax.Array | float,
+    next_bonus: jax.Array | float = 0.0,
 ) -> jax.Array:
-    """y[i] = r_i + gamma (1 - terminated_i) (min_k next_q[k, i] - alpha next_log_prob[i]), [B].
+    """y[i] = r_i + gamma (1 - terminated_i) (min_k next_q[k, i] - alpha next_log_prob[i] + next_bonus[i]).
 
-    reward, terminated, next_log_prob: [B]; next_q: [K, B] from the target critics at a' ~ pi(s').
+    reward, terminated, next_log_prob: [B]; next_q: [K, B] from the target critics at a' ~ pi(s');
+    next_bonus: [B] or a scalar, an extra term of the next state's value (DRND's signed bonus).
     """
-    min_next_q = jp.min(next_q, axis=0, keepdims=True)  # [1, B]
-    return losses.bellman_targets(reward, terminated, min_next_q, next_log_prob, gamma=gamma, alpha=alpha)[0]
+    min_next_q = jp.min(next_q, axis=0) + next_bonus  # [B]
+    return losses.bellman_targets(reward, terminated, min_next_q[None], next_log_prob, gamma=gamma, alpha=alpha)[0]
 
 
 @struct.dataclass
@@ -116,11 +118,30 @@ class SACState:
     alpha_opt_state: optax.OptState
 
 
-def make_sac(config: SACConfig, obs_size: int, action_size: int) -> Algorithm:
+NextBonus = Callable[[Any, jax.Array, jax.Array], jax.Array]
+"""next_bonus(state, next_obs[B, o], next_action[B, a]) -> [B]: an extra term of the next
+state's value in the target (no gradient); DRND passes its signed bonus."""
+
+
+class SoftActorCritic(NamedTuple):
+    """SAC's parts, for `make_sac` and for algorithms built on SAC (DRND). The state may be any
+    subclass of `SACState` (extra fields pass through `update` unchanged) and its `hyper` any
+    pytree with SACHyper's fields."""
+
+    init_fields: Callable[[jax.Array, Any], dict]
+    """init_fields(key, hyper) -> SACState's fields (parameters, targets, optimiser states)."""
+    act: Callable
+    eval_act: Callable
+    update: Callable[..., tuple[Any, dict[str, jax.Array]]]
+    """update(state, batch, key, next_bonus=None) -> (state, metrics): one critic, actor,
+    temperature and Polyak step."""
+
+
+def make_soft_actor_critic(config: SACConfig, obs_size: int, action_size: int) -> SoftActorCritic:
     critic = make_critic_ensemble(config.num_critics, config.hidden_sizes)
     actor = make_actor(1, config.hidden_sizes, action_size, deterministic=False)
-    # Adam without its learning rate, which comes from the member's `SACHyper` at each step.
-    critic_opt = actor_opt = alpha_opt = optax.scale_by_adam()
+    # Adam without its learning rate, which comes from the member's hyperparameters at each step.
+    critic_opt = actor_opt = alpha_opt = adam()
     target_entropy = -float(action_size)
 
     def policy(params, obs, key):
@@ -128,15 +149,13 @@ def make_sac(config: SACConfig, obs_size: int, action_size: int) -> Algorithm:
         mean, log_std = actor.apply(params, obs)  # each [1, B, A]
         return squashed_gaussian_sample(key, mean[0], log_std[0])
 
-    def init(key: jax.Array, hyper: SACHyper | None = None) -> SACState:
-        """Parameters, targets and optimiser states; `hyper` defaults to the config's values."""
-        hyper = SACHyper.of(config) if hyper is None else hyper
+    def init_fields(key: jax.Array, hyper: Any) -> dict:
         critic_key, actor_key = jax.random.split(key)
         obs, action = jp.zeros((1, obs_size)), jp.zeros((1, action_size))
         critic_params = critic.init(critic_key, obs, action)
         actor_params = actor.init(actor_key, obs)
         log_alpha = jp.asarray(config.init_log_alpha, jp.float32)
-        return SACState(
+        return dict(
             hyper=hyper,
             critic_params=critic_params,
             target_critic_params=jax.tree.map(jp.copy, critic_params),
@@ -155,8 +174,7 @@ def make_sac(config: SACConfig, obs_size: int, action_size: int) -> Algorithm:
     def eval_act(state: SACState, obs: jax.Array) -> jax.Array:
         return jp.tanh(actor.apply(state.actor_params, obs)[0][0])
 
-    def update(state: SACState, batch: Transition, key: jax.Array, target_head: jax.Array):
-        del target_head  # one head
+    def update(state: SACState, batch: Transition, key: jax.Array, next_bonus: NextBonus | None = None):
         next_key, actor_key = jax.random.split(key)
         hyper = state.hyper
         alpha = jp.exp(state.log_alpha)
@@ -164,7 +182,10 @@ def make_sac(config: SACConfig, obs_size: int, action_size: int) -> Algorithm:
         # 1. critic
         next_action, next_log_prob = policy(state.actor_params, batch.next_obs, next_key)
         next_q = critic.apply(state.target_critic_params, batch.next_obs, next_action)
-        y = sac_targets(batch.reward, batch.terminated, next_q, next_log_prob, gamma=config.gamma, alpha=alpha)
+        bonus = 0.0 if next_bonus is None else next_bonus(state, batch.next_obs, next_action)
+        y = sac_targets(
+            batch.reward, batch.terminated, next_q, next_log_prob, gamma=config.gamma, alpha=alpha, next_bonus=bonus
+        )
 
         def critic_objective(params):
             q = critic.apply(params, batch.obs, batch.action)
@@ -195,8 +216,7 @@ def make_sac(config: SACConfig, obs_size: int, action_size: int) -> Algorithm:
 
         # 4. Polyak
         target_critic_params = polyak(state.target_critic_params, critic_params, hyper.tau)
-        new_state = SACState(
-            hyper=hyper,
+        new_state = state.replace(
             critic_params=critic_params,
             target_critic_params=target_critic_params,
             actor_params=actor_params,
@@ -206,13 +226,29 @@ def make_sac(config: SACConfig, obs_size: int, action_size: int) -> Algorithm:
             alpha_opt_state=alpha_opt_state,
         )
         metrics = update_metrics(critic_value, critic_aux, actor_value, alpha, log_prob, y)
+        if next_bonus is not None:
+            metrics["target_bonus_mean"] = jp.mean(bonus)
         return new_state, metrics
+
+    return SoftActorCritic(init_fields=init_fields, act=act, eval_act=eval_act, update=update)
+
+
+def make_sac(config: SACConfig, obs_size: int, action_size: int) -> Algorithm:
+    core = make_soft_actor_critic(config, obs_size, action_size)
+
+    def init(key: jax.Array, hyper: SACHyper | None = None) -> SACState:
+        """Parameters, targets and optimiser states; `hyper` defaults to the config's values."""
+        return SACState(**core.init_fields(key, SACHyper.of(config) if hyper is None else hyper))
+
+    def update(state: SACState, batch: Transition, key: jax.Array, target_head: jax.Array):
+        del target_head  # one head
+        return core.update(state, batch, key)
 
     return Algorithm(
         num_heads=1,
         hyperparams=SACHyper.of,
         init=init,
-        act=act,
-        eval_act=eval_act,
+        act=core.act,
+        eval_act=core.eval_act,
         update=update,
     )

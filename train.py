@@ -1,13 +1,14 @@
 """mjx-pbac's one entry point.
 
 Train:
-  python train.py --profile NAME [--train.KEY VALUE] [--pbac.KEY VALUE]
+  python train.py --profile NAME [--train.KEY VALUE] [--algo ALGO] [--ALGO.KEY VALUE]
                   [--seeds N] [--sweep NAME=v1,v2,... ...]
-      trains PBAC with the preset profiles/NAME.toml; any option overrides it
-      (`python train.py --profile NAME --help` lists every option with the profile's values).
-      --seeds N trains seeds seed..seed+N-1 as one vmapped program; --sweep crosses a grid of
-      PBAC's numeric knobs (bootstrap_rate, posterior_sampling_rate, prior_variance, tau, the
-      learning rates, use_diversity/use_coherence/use_propagation) with the seeds.
+      trains ALGO (pbac by default; baselines sac, bootdqn_p, drnd, ben) with the preset
+      profiles/NAME.toml; any option overrides it (`python train.py --profile NAME --help` lists
+      every option with the profile's values). --seeds N trains seeds seed..seed+N-1 as one
+      vmapped program; --sweep crosses a grid of the algorithm's numeric knobs (for PBAC:
+      bootstrap_rate, posterior_sampling_rate, prior_variance, tau, the learning rates,
+      use_diversity/use_coherence/use_propagation) with the seeds.
   python train.py --resume RUN_DIR
       continues an interrupted run from its newest checkpoint, with its saved config.
   python train.py --list-profiles

@@ -4,11 +4,22 @@
 The envs are Brax `Env`s and know nothing of the trainer in `mjx_pbac/`.
 """
 
-from envs.base import Env, MjxEnv, State
-from envs.chain import ChainConfig, ContinuousChain
-from envs.locomotion import Ant, Hopper, Humanoid, LocomotionConfig
-from envs.registry import config_of, describe, make, register, registered_names
-from envs.wrappers import BatchedEnv, EpisodeAutoReset, wrap_for_training
+import contextlib as _contextlib
+import io as _io
+
+# mujoco.mjx prints "Failed to import warp: ..." on import when the optional mujoco_warp backend
+# (GPU-only, unused here) is absent; drop those lines and pass on anything else it prints.
+with _contextlib.redirect_stdout(_io.StringIO()) as _captured:
+    from mujoco import mjx as _mjx  # noqa: F401
+for _line in _captured.getvalue().splitlines():
+    if not _line.startswith(("Failed to import warp", "Failed to import mujoco_warp")):
+        print(_line)
+
+from envs.base import Env, MjxEnv, State  # noqa: E402
+from envs.chain import ChainConfig, ContinuousChain  # noqa: E402
+from envs.locomotion import Ant, Hopper, Humanoid, LocomotionConfig  # noqa: E402
+from envs.registry import config_of, describe, make, register, registered_names  # noqa: E402
+from envs.wrappers import BatchedEnv, EpisodeAutoReset, wrap_for_training  # noqa: E402
 
 register("ant", Ant, "Gymnasium Ant-v4, dense reward")
 register("ant_delayed", Ant, "Ant, reward 1[x >= 0] v - 0.5 |a|^2", delay_threshold=0.0)

@@ -34,6 +34,39 @@ def test_every_algorithm_trains_on_the_chain_through_the_command(algo, tmp_path)
             assert np.isfinite(record[name]), (algo, name)
 
 
+def _tiny_widths(algo):
+    """Width-8 networks for `algo` (DRND's predictor too), as command-line overrides."""
+    flags = [f"--{algo}.hidden-sizes", "8"]
+    if algo == "drnd":
+        flags += ["--drnd.predictor-hidden-sizes", "8", "8", "--drnd.embedding-size", "4", "--drnd.num-targets", "3"]
+    return flags
+
+
+@pytest.mark.parametrize("algo", ALGORITHMS)
+def test_every_algorithm_trains_on_an_mjx_env_through_the_command(algo, tmp_path):
+    """MJX Hopper, 2 instances, 100 warm-up + 100 training steps, then a full 1000-step greedy
+    evaluation episode. Euler integration (an env override) halves the physics' compile time,
+    which dominates this test on a CPU; the physics is otherwise the profiles'."""
+    run_dir = tmp_path / algo
+    cli.main([
+        "--profile", "quickstart", "--algo", algo, "--train.env", "hopper",
+        "--train.env-overrides", "integrator=euler", "--train.num-envs", "2", "--train.total-steps", "200",
+        "--train.warmup-steps", "100", "--train.chunk-steps", "100", "--train.eval-interval", "200",
+        "--train.eval-episodes", "1", "--train.batch-size", "16", "--train.buffer-size", "400",
+        "--train.run-dir", str(run_dir), "--train.progress", "False", "--train.tensorboard", "False",
+        *_tiny_widths(algo),
+    ])
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["status"] == "finished" and summary["final_eval"]["env_steps"] == 200
+    assert np.isfinite(summary["final_eval"]["return_mean"]) and summary["final_eval"]["return_mean"] > 0
+    trained = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    trained = [record for record in trained if record["phase"] == "train"]
+    assert len(trained) == 1 and trained[0]["updates_per_s"] > 0 and "critic_loss" in trained[0]
+    for name, value in trained[0].items():
+        if isinstance(value, float):
+            assert np.isfinite(value), (algo, name)
+
+
 @pytest.mark.parametrize("algo", ALGORITHMS)
 def test_every_algorithm_can_sweep_what_it_declares(algo):
     """Each declared sweepable field is a traced hyperparameter of that algorithm (or its PSR)."""
@@ -63,4 +96,4 @@ def test_unknown_algorithm_is_refused(capsys):
     with pytest.raises(SystemExit):
         cli.main(["--profile", "chain", "--algo", "ppo"])
     err = " ".join(capsys.readouterr().err.replace("│", " ").split())
-    assert "ppo" in err and "pbac" in err and "bootdqn_p" in err
+    assert "ppo" in err and all(name in err for name in ("pbac", "sac", "bootdqn_p", "drnd", "ben"))

@@ -331,6 +331,22 @@ def report(args: ReportArgs) -> None:
 COMMANDS = {"bench-env": (BenchEnvArgs, bench_env), "report": (ReportArgs, report)}
 
 
+def _merge_repeated(argv: list[str], flag: str) -> list[str]:
+    """`--explore A --explore B C` -> `--explore A B C`: every occurrence's values under one flag
+    (the parser would otherwise keep only the last occurrence)."""
+    out, values, i = [], [], 0
+    while i < len(argv):
+        if argv[i] == flag:
+            i += 1
+            while i < len(argv) and not argv[i].startswith("--"):
+                values.append(argv[i])
+                i += 1
+            continue
+        out.append(argv[i])
+        i += 1
+    return out + ([flag, *values] if values else [])
+
+
 def main(argv: list[str]) -> None:
     if not argv or argv[0] in ("-h", "--help"):
         print(__doc__)
@@ -357,6 +373,8 @@ def main(argv: list[str]) -> None:
             f"error: unknown command {command!r}{hint}; train with `--profile NAME`, or use one of: "
             f"profile, bench-seeds, {', '.join(COMMANDS)}"
         )
+    if command == "report":
+        rest = _merge_repeated(rest, "--explore")
     args_type, run = COMMANDS[command]
     run(tyro.cli(args_type, args=rest, prog=f"train.py {command}"))
 

@@ -214,16 +214,34 @@ def make_trainer(train: TrainConfig, env: Env, algorithm: Algorithm, donate: boo
         (_, returns, lengths, _), _ = jax.lax.scan(step, carry, None, length=env.episode_length)
         return {"returns": returns, "lengths": lengths}
 
-    jitted_chunk = jax.jit(jax.vmap(chunk, in_axes=(0, None)), donate_argnums=(0,) if donate else ())
+    jitted_chunk = jax.jit(over_members(chunk, in_axes=(0, None)), donate_argnums=(0,) if donate else ())
     warmup, explore = jax.device_put(False), jax.device_put(True)  # device constants: no transfer per call
     return Trainer(
-        init=jax.jit(jax.vmap(init)),
+        init=jax.jit(over_members(init, in_axes=(0, 0, 0))),
         chunk=jitted_chunk,
         warmup_chunk=lambda state: jitted_chunk(state, warmup),
         train_chunk=lambda state: jitted_chunk(state, explore),
-        evaluate=jax.jit(jax.vmap(evaluate)),
+        evaluate=jax.jit(over_members(evaluate, in_axes=(0,))),
         schedule=schedule,
     )
+
+
+def over_members(fn: Callable, in_axes: tuple) -> Callable:
+    """`jax.vmap(fn, in_axes)` over the member axis; for a single member (decided when traced,
+    from the static shape), `fn` on it directly with the axis added back to its outputs. Same
+    results, but the one-member program has no batch dimension of size 1 in its matrix products,
+    which XLA's CPU backend runs markedly slower (the paper's one-seed setting: 16.7 -> 22
+    gradient updates/s on a 2-core CPU)."""
+    batched = jax.vmap(fn, in_axes=in_axes)
+
+    def call(*args):
+        mapped = [arg for arg, axis in zip(args, in_axes) if axis == 0]
+        if jax.tree.leaves(mapped[0])[0].shape[0] != 1:
+            return batched(*args)
+        single = [jax.tree.map(lambda x: x[0], arg) if axis == 0 else arg for arg, axis in zip(args, in_axes)]
+        return jax.tree.map(lambda x: x[None], fn(*single))
+
+    return call
 
 
 def member_inputs(algorithm: Algorithm, members: list[tuple[int, Any]]) -> tuple[jax.Array, Any, jax.Array]:

@@ -153,7 +153,12 @@ def test_seeds_and_sweep_from_the_command_line_then_a_report(tmp_path, capsys):
     assert len(list((run_dir / "tb").iterdir())) == 4
 
     out = tmp_path / "report"
-    cli.main(["report", str(run_dir), "--out", str(out), "--explore", f"{run_dir},x_position,env_steps"])
+    # --explore repeated and --explore with several values are the same request
+    cli.main([
+        "report", str(run_dir), "--out", str(out), "--explore", f"{run_dir},x_position,env_steps",
+        "--phases", "3", "--explore", f"{run_dir},env_steps,x_position",
+    ])
+    assert {p.name for p in out.glob("exploration_*")} == {"exploration_0_chain.png", "exploration_1_chain.png"}
     markdown = (out / "results.md").read_text()
     assert "| chain |" in markdown and "pbac prior_variance=5.0" in markdown and "IQM over 2 seeds" in markdown
     assert "\\textbf" in (out / "results.tex").read_text()

@@ -1,4 +1,5 @@
-"""JAX-native environments for mjx-pbac: MJX locomotion (Gymnasium v4 semantics) and a chain probe.
+"""JAX-native environments for mjx-pbac: MJX locomotion (Gymnasium v4 semantics), DM Control's
+sparse tasks in MJX (DM Control semantics) and a chain probe.
 
 `envs.make(name, **overrides)` builds a registered env; `envs.registered_names()` lists them.
 The envs are Brax `Env`s and know nothing of the trainer in `mjx_pbac/`.
@@ -17,6 +18,7 @@ for _line in _captured.getvalue().splitlines():
 
 from envs.base import Env, MjxEnv, State  # noqa: E402
 from envs.chain import ChainConfig, ContinuousChain  # noqa: E402
+from envs.dm_control import BallInCupCatch, CartpoleSwingupSparse, DMControlConfig, ReacherHard  # noqa: E402
 from envs.locomotion import Ant, Hopper, Humanoid, LocomotionConfig  # noqa: E402
 from envs.registry import config_of, describe, make, register, registered_names  # noqa: E402
 from envs.wrappers import BatchedEnv, EpisodeAutoReset, wrap_for_training  # noqa: E402
@@ -37,6 +39,9 @@ register(
     "Humanoid, reward 1[x >= 1] v - 0.1 |a|^2 (beyond the paper)",
     delay_threshold=1.0,
 )
+register("cartpole_swingup_sparse", CartpoleSwingupSparse, "DM Control cartpole swing-up, sparse reward (SPEC 1.2)")
+register("ball_in_cup_catch", BallInCupCatch, "DM Control ball-in-cup catch, sparse reward (SPEC 1.2)")
+register("reacher_hard", ReacherHard, "DM Control reacher hard (target radius 0.015), sparse reward (SPEC 1.2)")
 register("chain", ContinuousChain, "Continuous chain: r_d near x = 0, r_g near x = L (SPEC 1.3)")
 
 __all__ = [

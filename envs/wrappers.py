@@ -8,7 +8,9 @@ final observation. `EpisodeAutoReset` instead:
   in `info["truncation"]`;
 - resets an ended episode from a fresh key (new reset noise every episode);
 - keeps the real last observation of an ended episode in `info["final_obs"]` while `State.obs`
-  already holds the first observation of the next one (Gymnasium's "same-step" autoreset).
+  already holds the first observation of the next one (Gymnasium's "same-step" autoreset);
+- redraws the env's own `info` entries (per-episode task parameters such as reacher's target)
+  with the reset.
 
 Both flags describe the transition just taken, so a replay buffer stores
 (obs, action, reward, info["final_obs"], done, info["truncation"]).
@@ -62,6 +64,9 @@ class EpisodeAutoReset(Wrapper):
             return jp.where(ended, fresh_leaf, stepped_leaf)
 
         new_info = dict(stepped.info)
+        # The env's own info entries (e.g. reacher's target) are per-episode: redrawn with the reset.
+        for name, fresh_value in fresh.info.items():
+            new_info[name] = jax.tree.map(restart, fresh_value, stepped.info[name])
         new_info.update(
             rng=rng,
             steps=jp.where(ended, 0, steps),

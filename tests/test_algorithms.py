@@ -84,6 +84,7 @@ def test_paper_profiles_carry_bootdqn_p_hyperparameters():
         "ant": (0.05, 5, 5.0), "hopper": (0.05, 5, 5.0), "humanoid": (0.1, 1, 5.0),
         "ant_delayed": (0.1, 1, 1.0), "ant_very_delayed": (0.05, 5, 5.0), "hopper_delayed": (0.05, 5, 5.0),
         "hopper_very_delayed": (0.05, 5, 5.0), "humanoid_delayed": (0.1, 1, 9.0),
+        "cartpole_swingup_sparse": (0.05, 10, 1.0), "ball_in_cup_catch": (0.05, 5, 5.0), "reacher_hard": (0.05, 1, 1.0),
     }
     for name, expected in table.items():
         boot = load_profile(name).bootdqn_p

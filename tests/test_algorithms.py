@@ -44,13 +44,13 @@ def _tiny_widths(algo):
 
 @pytest.mark.parametrize("algo", ALGORITHMS)
 def test_every_algorithm_trains_on_an_mjx_env_through_the_command(algo, tmp_path):
-    """MJX Hopper, 2 instances, 100 warm-up + 100 training steps, then a full 1000-step greedy
-    evaluation episode. Euler integration (an env override) halves the physics' compile time,
-    which dominates this test on a CPU; the physics is otherwise the profiles'."""
+    """MJX cartpole swing-up (sparse), 2 instances, 100 warm-up + 100 training steps, then a full
+    1000-step greedy evaluation episode. Cartpole is the cheapest MJX program to compile (two
+    joints, no contacts), which dominates this test on a CPU."""
     run_dir = tmp_path / algo
     cli.main([
-        "--profile", "quickstart", "--algo", algo, "--train.env", "hopper",
-        "--train.env-overrides", "integrator=euler", "--train.num-envs", "2", "--train.total-steps", "200",
+        "--profile", "quickstart", "--algo", algo, "--train.env", "cartpole_swingup_sparse",
+        "--train.num-envs", "2", "--train.total-steps", "200", "--train.visit-interval", "100",
         "--train.warmup-steps", "100", "--train.chunk-steps", "100", "--train.eval-interval", "200",
         "--train.eval-episodes", "1", "--train.batch-size", "16", "--train.buffer-size", "400",
         "--train.run-dir", str(run_dir), "--train.progress", "False", "--train.tensorboard", "False",
@@ -58,13 +58,16 @@ def test_every_algorithm_trains_on_an_mjx_env_through_the_command(algo, tmp_path
     ])
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["status"] == "finished" and summary["final_eval"]["env_steps"] == 200
-    assert np.isfinite(summary["final_eval"]["return_mean"]) and summary["final_eval"]["return_mean"] > 0
+    evaluation = [json.loads(line) for line in (run_dir / "eval.jsonl").read_text().splitlines()][-1]
+    assert evaluation["lengths"] == [1000] and 0.0 <= evaluation["return_mean"] <= 1000.0  # sparse {0, 1} rewards
     trained = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     trained = [record for record in trained if record["phase"] == "train"]
     assert len(trained) == 1 and trained[0]["updates_per_s"] > 0 and "critic_loss" in trained[0]
     for name, value in trained[0].items():
         if isinstance(value, float):
             assert np.isfinite(value), (algo, name)
+    visits = [json.loads(line) for line in (run_dir / "visits.jsonl").read_text().splitlines()]
+    assert visits and set(visits[0]["state"]) == {"cart_position", "pole_angle"}
 
 
 @pytest.mark.parametrize("algo", ALGORITHMS)

@@ -268,7 +268,7 @@ def test_every_profile_loads_and_paper_profiles_carry_spec_hyperparameters(capsy
         assert (p.num_critics, p.hidden_sizes, p.gamma, p.tau, p.critic_lr) == (10, (256, 256), 0.99, 0.005, 3e-4)
         assert (t.num_envs, t.batch_size, t.updates_per_step, t.buffer_size) == (1, 256, 5, 100_000)
         assert (t.warmup_steps, t.total_steps, t.eval_interval, t.eval_episodes) == (10_000, budget.get(name, 300_000), 20_000, 10)
-    for name in ("quickstart", "chain"):
+    for name in ("quickstart", "chain", "cartpole_quickstart"):
         assert name in listed
         load_profile(name)
 

@@ -28,7 +28,7 @@ import numpy as np
 from mujoco import mjx
 
 import envs
-from envs.dm_control_fidelity import States, dm_rollout, make_dm_env, near_reward_states
+from envs.dm_control_fidelity import States, dm_rollout, flat_observation, make_dm_env, near_reward_states, set_dm_state
 
 PLAYGROUND_NAMES = {
     "cartpole_swingup_sparse": "CartpoleSwingupSparse",
@@ -46,14 +46,12 @@ def starting_states(name: str, count: int) -> States:
 
 def dm_next(name: str, states: States, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """DM Control's observation and reward one control step after each state."""
-    from envs.dm_control_fidelity import _set_state, flat_observation
-
     env = make_dm_env(name)
     env.reset()
     substeps = round(env.control_timestep() / env.physics.model.opt.timestep)
     observations, rewards = [], []
     for i in range(len(states.qpos)):
-        _set_state(env.physics, states, i)
+        set_dm_state(env.physics, states, i)
         env.physics.set_control(actions[i])
         for _ in range(substeps):
             env.physics.step()

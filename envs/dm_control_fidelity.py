@@ -115,7 +115,8 @@ def near_reward_states(name: str, count: int, seed: int = 1) -> States:
     return States(qpos, qvel, target)
 
 
-def _set_state(physics, states: States, i: int) -> None:
+def set_dm_state(physics, states: States, i: int) -> None:
+    """Writes state i (qpos, qvel and reacher's target) into DM Control's physics, then forward."""
     with physics.reset_context():
         physics.data.qpos[:] = states.qpos[i]
         physics.data.qvel[:] = states.qvel[i]
@@ -129,7 +130,7 @@ def dm_reference(name: str, states: States) -> tuple[np.ndarray, np.ndarray]:
     env.reset()
     observations, rewards = [], []
     for i in range(len(states.qpos)):
-        _set_state(env.physics, states, i)
+        set_dm_state(env.physics, states, i)
         observations.append(flat_observation(env.task.get_observation(env.physics)))
         rewards.append(float(env.task.get_reward(env.physics)))
     return np.array(observations), np.array(rewards)
@@ -160,7 +161,7 @@ def one_step_deviation(env, name: str, num_states: int = 20, seed: int = 0, stri
     starts = np.arange(0, num_states * stride, stride)
     expected_qpos, expected_qvel = [], []
     for i in starts:
-        _set_state(physics, rollout.states, i)
+        set_dm_state(physics, rollout.states, i)
         physics.set_control(rollout.actions[i + 1])
         for _ in range(env._frame_skip):  # noqa: SLF001 - C MuJoCo steps, as DM Control's env does
             physics.step()

@@ -12,7 +12,7 @@ SIZES = {
     "ant": (27, 8), "hopper": (11, 3), "humanoid": (376, 17), "chain": (1, 1),
     "cartpole": (5, 1), "ball": (8, 2), "reacher": (6, 2),
 }
-NUM_ENVS = 16
+NUM_ENVS = 64
 NUM_STEPS = 100
 FAMILIES = sorted({name.split("_")[0] for name in envs.registered_names()})
 
@@ -55,12 +55,12 @@ def _chunk_fn(env, variants):
 
 @pytest.mark.parametrize("robot", FAMILIES)
 def test_registered_envs_jit_once_vmap_and_stay_finite(robot):
-    """Every registered env: jits, vmaps over 16 instances, right sizes, finite for 100 steps.
+    """Every registered env: jits, vmaps over 64 instances, right sizes, finite for 100 steps.
 
     A robot's reward variants (`ant_delayed`, ...) are the same program as its base env with
     other reward constants: same class, same physics settings (asserted), so one compiled
     100-step rollout of the base env carries all of them, each variant's reward and
-    termination evaluated on its transitions; each variant's own batched step is traced for 16
+    termination evaluated on its transitions; each variant's own batched step is traced for 64
     instances (`eval_shape`, as `jit` traces it; not compiled: 1-2 CPU minutes per variant).
     """
     chex.clear_trace_counter()

@@ -32,6 +32,20 @@ class Algorithm(NamedTuple):
     """update(state, batch, key, target_head) -> (state, scalar metrics): one gradient step."""
 
 
+def traced_hyperparams(cls: type, config: Any, **values: float) -> Any:
+    """`cls` (a struct dataclass of hyperparameters) with every field a float32 scalar: `values`
+    where given, else the config's field of the same name. Traced values let the members of one
+    vmapped run differ (a sweep) under one compiled program."""
+    import dataclasses
+
+    import jax.numpy as jp
+
+    def scalar(name: str):
+        return jp.asarray(float(values[name] if name in values else getattr(config, name)), jp.float32)
+
+    return cls(**{field.name: scalar(field.name) for field in dataclasses.fields(cls)})
+
+
 def update_metrics(
     critic_loss: jax.Array,
     critic_aux: dict[str, jax.Array],

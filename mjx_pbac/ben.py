@@ -43,14 +43,13 @@ critic has no target network: nothing bootstraps from it).
 
 from __future__ import annotations
 
-import dataclasses
 
 import jax
 import jax.numpy as jp
 import optax
 from flax import struct
 
-from mjx_pbac.algorithm import Algorithm, update_metrics
+from mjx_pbac.algorithm import Algorithm, traced_hyperparams, update_metrics
 from mjx_pbac.config import BENConfig
 from mjx_pbac.losses import huber
 from mjx_pbac.networks import make_actor, make_critic_ensemble
@@ -123,7 +122,7 @@ class BENHyper:
 
     @classmethod
     def of(cls, config: BENConfig) -> "BENHyper":
-        return cls(**{f.name: jp.asarray(float(getattr(config, f.name)), jp.float32) for f in dataclasses.fields(cls)})
+        return traced_hyperparams(cls, config)
 
 
 @struct.dataclass

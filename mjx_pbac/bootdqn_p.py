@@ -34,7 +34,6 @@ One gradient step, in PBAC's order (critic, actor, Polyak; SPEC 2.3):
 
 from __future__ import annotations
 
-import dataclasses
 from typing import NamedTuple
 
 import jax
@@ -43,7 +42,7 @@ import optax
 from flax import struct
 
 from mjx_pbac import losses
-from mjx_pbac.algorithm import Algorithm, update_metrics
+from mjx_pbac.algorithm import Algorithm, traced_hyperparams, update_metrics
 from mjx_pbac.config import BootDQNPConfig
 from mjx_pbac.networks import Actor, CriticEnsemble, make_actor, make_critic_ensemble
 from mjx_pbac.losses import huber
@@ -104,7 +103,7 @@ class BootDQNPHyper:
 
     @classmethod
     def of(cls, config: BootDQNPConfig) -> "BootDQNPHyper":
-        return cls(**{f.name: jp.asarray(float(getattr(config, f.name)), jp.float32) for f in dataclasses.fields(cls)})
+        return traced_hyperparams(cls, config)
 
 
 @struct.dataclass

@@ -43,7 +43,7 @@ import jax.numpy as jp
 import optax
 from flax import struct
 
-from mjx_pbac.algorithm import Algorithm
+from mjx_pbac.algorithm import Algorithm, traced_hyperparams
 from mjx_pbac.config import DRNDConfig
 from mjx_pbac.networks import TorchDense
 from mjx_pbac.optim import adam, adam_step
@@ -97,16 +97,7 @@ class DRNDHyper(SACHyper):
 
     @classmethod
     def of(cls, config: DRNDConfig) -> "DRNDHyper":
-        as_scalar = lambda value: jp.asarray(float(value), jp.float32)  # noqa: E731
-        return cls(
-            tau=as_scalar(config.tau),
-            critic_lr=as_scalar(config.critic_lr),
-            actor_lr=as_scalar(config.actor_lr),
-            alpha_lr=as_scalar(config.alpha_lr),
-            predictor_lr=as_scalar(config.predictor_lr),
-            bonus_scale=as_scalar(config.bonus_scale),
-            sign=as_scalar(-1.0 if config.sign == "penalty" else 1.0),
-        )
+        return traced_hyperparams(cls, config, sign=-1.0 if config.sign == "penalty" else 1.0)
 
 
 @struct.dataclass

@@ -10,7 +10,6 @@ One gradient step, in this order (SPEC 2.3):
 
 from __future__ import annotations
 
-import dataclasses
 
 import jax
 import jax.numpy as jp
@@ -18,7 +17,7 @@ import optax
 from flax import struct
 
 from mjx_pbac import losses
-from mjx_pbac.algorithm import Algorithm, update_metrics
+from mjx_pbac.algorithm import Algorithm, traced_hyperparams, update_metrics
 from mjx_pbac.config import PBACConfig
 from mjx_pbac.networks import Actor, make_actor, make_critic_ensemble, squashed_gaussian_sample
 from mjx_pbac.optim import adam_step, polyak, temperature_step
@@ -42,7 +41,7 @@ class PBACHyper:
 
     @classmethod
     def of(cls, config: PBACConfig) -> "PBACHyper":
-        return cls(**{f.name: jp.asarray(float(getattr(config, f.name)), jp.float32) for f in dataclasses.fields(cls)})
+        return traced_hyperparams(cls, config)
 
 
 @struct.dataclass

@@ -32,7 +32,6 @@ Order per gradient step: critic, actor, temperature, Polyak.
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any, Callable, NamedTuple
 
 import jax
@@ -41,7 +40,7 @@ import optax
 from flax import struct
 
 from mjx_pbac import losses
-from mjx_pbac.algorithm import Algorithm, update_metrics
+from mjx_pbac.algorithm import Algorithm, traced_hyperparams, update_metrics
 from mjx_pbac.config import SACConfig
 from mjx_pbac.networks import make_actor, make_critic_ensemble, squashed_gaussian_sample
 from mjx_pbac.losses import huber
@@ -100,7 +99,7 @@ class SACHyper:
 
     @classmethod
     def of(cls, config: SACConfig) -> "SACHyper":
-        return cls(**{f.name: jp.asarray(float(getattr(config, f.name)), jp.float32) for f in dataclasses.fields(cls)})
+        return traced_hyperparams(cls, config)
 
 
 @struct.dataclass

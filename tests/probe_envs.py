@@ -57,3 +57,11 @@ def value_batch(values, obs_size: int = 2):
         terminated=jp.zeros(n),
         truncated=jp.ones(n),
     )
+
+
+def same_tree(a, b) -> bool:
+    """True when two pytrees hold bitwise-equal leaves (e.g. parameters before and after a step)."""
+    import jax
+
+    leaves_a, leaves_b = jax.tree.leaves(a), jax.tree.leaves(b)
+    return len(leaves_a) == len(leaves_b) and all(bool(jp.array_equal(x, y)) for x, y in zip(leaves_a, leaves_b))

@@ -26,13 +26,11 @@ from mjx_pbac.ben import (
     make_ben,
 )
 from mjx_pbac.config import BENConfig
-from tests.probe_envs import CountingEnv, value_batch
+from tests.probe_envs import CountingEnv, value_batch, same_tree
 
 SMALL = BENConfig(num_critics=4, hidden_sizes=(8,))
 
 
-def _same(a, b):
-    return all(bool(jp.array_equal(x, y)) for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)))
 
 
 # -- the KL ---------------------------------------------------------------------------------
@@ -153,7 +151,7 @@ def test_state_holds_k_minus_one_heteroscedastic_critics_and_one_deterministic()
     ensemble_out = jax.tree.leaves(agent.critic_params["ensemble"])
     assert {leaf.shape[0] for leaf in ensemble_out} == {3}
     assert {leaf.shape[0] for leaf in jax.tree.leaves(agent.critic_params["deterministic"])} == {1}
-    assert _same(agent.target_ensemble_params, agent.critic_params["ensemble"])
+    assert same_tree(agent.target_ensemble_params, agent.critic_params["ensemble"])
     # The last Dense of each heteroscedastic critic has two outputs (mean, log-variance).
     assert ensemble_out[-1].shape[-1] == 2 and ensemble_out[-2].shape[-1] == 2  # kernel, bias
 
@@ -171,14 +169,14 @@ def test_reward_reaches_the_actor_only_through_the_ensemble():
     a, metrics_a = update(agent, batch, jax.random.key(1), jp.asarray(0))
     b, metrics_b = update(agent, batch.replace(reward=batch.reward + 10.0), jax.random.key(1), jp.asarray(0))
     assert float(metrics_b["target_mean"]) == pytest.approx(float(metrics_a["target_mean"]) + 10.0, abs=1e-4)
-    assert not _same(a.critic_params["ensemble"], b.critic_params["ensemble"])
-    assert not _same(a.target_ensemble_params, b.target_ensemble_params)
-    assert _same(a.critic_params["deterministic"], b.critic_params["deterministic"])
-    assert _same(a.actor_params, b.actor_params)
+    assert not same_tree(a.critic_params["ensemble"], b.critic_params["ensemble"])
+    assert not same_tree(a.target_ensemble_params, b.target_ensemble_params)
+    assert same_tree(a.critic_params["deterministic"], b.critic_params["deterministic"])
+    assert same_tree(a.actor_params, b.actor_params)
     # ... and one step later it does: the ensemble's new mean is the deterministic critic's target.
     a2, _ = update(a, batch, jax.random.key(2), jp.asarray(0))
     b2, _ = update(b, batch, jax.random.key(2), jp.asarray(0))
-    assert not _same(a2.critic_params["deterministic"], b2.critic_params["deterministic"])
+    assert not same_tree(a2.critic_params["deterministic"], b2.critic_params["deterministic"])
 
 
 def test_learning_rates_move_their_own_parameters_and_polyak_moves_targets_by_tau():
@@ -193,11 +191,11 @@ def test_learning_rates_move_their_own_parameters_and_polyak_moves_targets_by_ta
 
     before, base = updated()
     _, faster_actor = updated(actor_lr=0.1)
-    assert _same(base.critic_params, faster_actor.critic_params)
-    assert not _same(base.actor_params, faster_actor.actor_params)
+    assert same_tree(base.critic_params, faster_actor.critic_params)
+    assert not same_tree(base.actor_params, faster_actor.actor_params)
     _, faster_critic = updated(critic_lr=0.1)
-    assert not _same(base.critic_params["ensemble"], faster_critic.critic_params["ensemble"])
-    assert not _same(base.critic_params["deterministic"], faster_critic.critic_params["deterministic"])
+    assert not same_tree(base.critic_params["ensemble"], faster_critic.critic_params["ensemble"])
+    assert not same_tree(base.critic_params["deterministic"], faster_critic.critic_params["deterministic"])
     # target <- target + tau (online - target), from target == online before the step
     for t0, t1, online in zip(
         jax.tree.leaves(before.target_ensemble_params),

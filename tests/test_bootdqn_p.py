@@ -27,14 +27,12 @@ from mjx_pbac.bootdqn_p import (
 )
 from mjx_pbac.config import BootDQNPConfig, TrainConfig
 from mjx_pbac.loop import make_trainer, member_inputs
+from tests.probe_envs import same_tree
 
 SMALL = BootDQNPConfig(num_critics=3, hidden_sizes=(8,))
 OBS_SIZE, ACTION_SIZE = 2, 1
 
 
-def _same(a, b) -> bool:
-    """Bit-for-bit equality of two pytrees."""
-    return all(bool(jp.array_equal(x, y)) for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True))
 
 
 def _batch(n=4, terminated=0.0, truncated=0.0) -> replay.Transition:
@@ -116,8 +114,8 @@ def test_state_shapes_and_priors_are_their_own_network():
     for leaf in jax.tree.leaves(state.prior_params):
         assert leaf.shape[0] == SMALL.num_critics
     chex.assert_trees_all_equal_shapes(state.prior_params, state.critic_params)
-    assert not _same(state.prior_params, state.critic_params)  # own init key
-    assert _same(state.target_critic_params, state.critic_params)
+    assert not same_tree(state.prior_params, state.critic_params)  # own init key
+    assert same_tree(state.target_critic_params, state.critic_params)
     # No optimiser state for the priors: Adam's moments mirror f and the actor only.
     n_critic = len(jax.tree.leaves(state.critic_params))
     n_actor = len(jax.tree.leaves(state.actor_params))
@@ -151,10 +149,10 @@ def test_priors_never_change_over_updates_while_f_and_targets_move():
     state = initial
     for step in range(5):
         state, metrics = update(state, _batch(8), jax.random.key(step + 1), jp.asarray(0))
-    assert _same(state.prior_params, initial.prior_params)
-    assert not _same(state.critic_params, initial.critic_params)
-    assert not _same(state.target_critic_params, initial.target_critic_params)
-    assert not _same(state.actor_params, initial.actor_params)
+    assert same_tree(state.prior_params, initial.prior_params)
+    assert not same_tree(state.critic_params, initial.critic_params)
+    assert not same_tree(state.target_critic_params, initial.target_critic_params)
+    assert not same_tree(state.actor_params, initial.actor_params)
     assert float(metrics["alpha"]) == 0.0 and float(metrics["entropy"]) == 0.0
 
 
@@ -174,7 +172,7 @@ def test_each_loss_moves_only_its_own_parameters():
     for lr, moved in groups.items():
         other = updated(**{lr: 0.1})
         for name in names:
-            assert _same(getattr(base, name), getattr(other, name)) == (name not in moved), (lr, name)
+            assert same_tree(getattr(base, name), getattr(other, name)) == (name not in moved), (lr, name)
 
 
 # -- targets ------------------------------------------------------------------------------------
@@ -276,9 +274,9 @@ def chain_run():
 
 def test_chain_training_keeps_priors_and_moves_f(chain_run):
     initial, state, _, _ = chain_run
-    assert _same(state.agent.prior_params, initial.prior_params)
-    assert not _same(state.agent.critic_params, initial.critic_params)
-    assert not _same(state.agent.target_critic_params, initial.target_critic_params)
+    assert same_tree(state.agent.prior_params, initial.prior_params)
+    assert not same_tree(state.agent.critic_params, initial.critic_params)
+    assert not same_tree(state.agent.target_critic_params, initial.target_critic_params)
     assert int(state.updates[0]) == 50  # 50 vector steps x 1 update in the training chunk
 
 
@@ -292,4 +290,4 @@ def test_chain_training_metrics_finite_and_seeds_differ(chain_run):
     assert metrics["critic_loss"][0] != metrics["critic_loss"][1]
     for tree in (initial.prior_params, state.agent.critic_params, state.agent.actor_params):
         first, second = (jax.tree.map(lambda leaf, m=m: leaf[m], tree) for m in (0, 1))
-        assert not _same(first, second)
+        assert not same_tree(first, second)

@@ -17,13 +17,11 @@ import pytest
 from mjx_pbac.config import DRNDConfig, RunConfig, TrainConfig, expand_members
 from mjx_pbac.drnd import DRNDHyper, drnd_bonus, make_drnd, predictor_loss
 from mjx_pbac.sac import sac_targets
-from tests.probe_envs import CountingEnv, value_batch
+from tests.probe_envs import CountingEnv, value_batch, same_tree
 
 SMALL = DRNDConfig(hidden_sizes=(8,), predictor_hidden_sizes=(16, 16), embedding_size=4, num_targets=3)
 
 
-def _same(a, b):
-    return all(bool(jp.array_equal(x, y)) for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)))
 
 
 # -- the bonus ------------------------------------------------------------------------------
@@ -138,8 +136,8 @@ def test_targets_fixed_predictor_distils_and_seen_pairs_become_less_novel():
     for step in range(300):
         agent, metrics = update(agent, seen, jax.random.key(step), jp.asarray(0))
         losses.append(float(metrics["predictor_loss"]))
-    assert _same(before.random_target_params, agent.random_target_params)  # never trained
-    assert not _same(before.predictor_params, agent.predictor_params)
+    assert same_tree(before.random_target_params, agent.random_target_params)  # never trained
+    assert not same_tree(before.predictor_params, agent.predictor_params)
     # It can only fit the targets' mean (a random one each step), so the loss falls towards
     # their spread, not to 0.
     assert np.mean(losses[-20:]) < 0.5 * np.mean(losses[:20])
@@ -168,9 +166,9 @@ def test_predictor_lr_moves_only_the_predictor():
         agent = algorithm.init(jax.random.key(0), DRNDHyper.of(dataclasses.replace(SMALL, predictor_lr=lr)))
         results.append(update(agent, batch, jax.random.key(1), jp.asarray(0))[0])
     slow, fast = results
-    assert not _same(slow.predictor_params, fast.predictor_params)
+    assert not same_tree(slow.predictor_params, fast.predictor_params)
     for name in ("critic_params", "target_critic_params", "actor_params", "log_alpha", "random_target_params"):
-        assert _same(getattr(slow, name), getattr(fast, name)), name
+        assert same_tree(getattr(slow, name), getattr(fast, name)), name
 
 
 # -- config and sweeps ----------------------------------------------------------------------

@@ -19,15 +19,13 @@ import envs
 from mjx_pbac.config import SACConfig, TrainConfig
 from mjx_pbac.loop import make_trainer, member_inputs
 from mjx_pbac.sac import SACHyper, huber, make_sac, sac_critic_loss, sac_targets
-from tests.probe_envs import CountingEnv, value_batch
+from tests.probe_envs import CountingEnv, value_batch, same_tree
 
 SMALL = SACConfig(hidden_sizes=(8,))
 
 
 
 
-def _same(a, b):
-    return all(bool(jp.array_equal(x, y)) for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)))
 
 
 # -- Huber ----------------------------------------------------------------------------------
@@ -194,7 +192,7 @@ def test_each_loss_moves_only_its_own_parameters():
 
     before, base = updated()
     for name in ("critic_params", "target_critic_params", "actor_params", "log_alpha"):
-        assert not _same(getattr(before, name), getattr(base, name)), name
+        assert not same_tree(getattr(before, name), getattr(base, name)), name
     groups = {
         "critic_lr": ("critic_params", "target_critic_params", "actor_params"),
         "actor_lr": ("actor_params",),
@@ -203,7 +201,7 @@ def test_each_loss_moves_only_its_own_parameters():
     for lr, moved in groups.items():
         _, other = updated(**{lr: 0.1})
         for name in ("critic_params", "target_critic_params", "actor_params", "log_alpha"):
-            assert _same(getattr(base, name), getattr(other, name)) == (name not in moved), (lr, name)
+            assert same_tree(getattr(base, name), getattr(other, name)) == (name not in moved), (lr, name)
 
 
 # -- through the shared loop ----------------------------------------------------------------

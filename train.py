@@ -8,13 +8,18 @@ Train:
       every option with the profile's values). --seeds N trains seeds seed..seed+N-1 as one
       vmapped program; --sweep crosses a grid of the algorithm's numeric knobs (for PBAC:
       bootstrap_rate, posterior_sampling_rate, prior_variance, tau, the learning rates,
-      use_diversity/use_coherence/use_propagation) with the seeds.
+      use_diversity/use_coherence/use_propagation) with the seeds. --tasks A,B trains more tasks
+      of the same robot (e.g. ant_delayed,ant_very_delayed) as members of the same program,
+      each with its own profile's per-task values.
   python train.py --resume RUN_DIR
       continues an interrupted run from its newest checkpoint, with its saved config.
   python train.py --list-profiles
       the available profiles.
 
 Other commands (`python train.py COMMAND --help`):
+  table       every task x algorithm of a paper table block (dmc, dense, delayed, mujoco, table1)
+              at the paper's budgets, seeds and same-robot tasks as members of one program,
+              resumable, ending with the report.
   bench-seeds N seeds as one vmapped program against N sequential runs (time, speed-up,
               device footprint), JSON report.
   report      the paper's tables (Markdown, LaTeX) and reward curves from finished runs, and
@@ -138,21 +143,26 @@ def _pop_option(argv: list[str], flag: str) -> tuple[str | None, list[str]]:
 
 
 def _expand_aliases(argv: list[str]) -> list[str]:
-    """`--seeds N` -> `--train.num-seeds N`; every `--sweep NAME=v1,v2` -> one `--train.sweep ...`."""
+    """`--seeds N` -> `--train.num-seeds N`; every `--sweep NAME=v1,v2` -> one `--train.sweep ...`;
+    `--tasks A,B` -> `--train.tasks A B`."""
     out, sweeps, i = [], [], 0
     while i < len(argv):
         arg = argv[i]
-        flag, eq, inline = arg.partition("=") if arg.startswith("--seeds=") or arg.startswith("--sweep=") else (arg, "", "")
-        if flag in ("--seeds", "--sweep"):
+        aliases = ("--seeds", "--sweep", "--tasks")
+        flag, eq, inline = arg.partition("=") if arg.startswith(tuple(a + "=" for a in aliases)) else (arg, "", "")
+        if flag in aliases:
             if eq:
                 value = inline
             elif i + 1 < len(argv) and not argv[i + 1].startswith("--"):
                 value = argv[i + 1]
                 i += 1
             else:
-                raise SystemExit(f"error: {flag} needs a value, e.g. {flag} " + ("10" if flag == "--seeds" else "bootstrap_rate=0.01,0.05"))
+                example = {"--seeds": "10", "--sweep": "bootstrap_rate=0.01,0.05", "--tasks": "ant_delayed,ant_very_delayed"}
+                raise SystemExit(f"error: {flag} needs a value, e.g. {flag} {example[flag]}")
             if flag == "--seeds":
                 out += ["--train.num-seeds", value]
+            elif flag == "--tasks":
+                out += ["--train.tasks", *[task.strip() for task in value.split(",") if task.strip()]]
             else:
                 sweeps.append(value)
         else:
@@ -179,15 +189,63 @@ def _profile_config(name: str | None, rest: list[str], prog: str, wrapper: type 
     return tyro.cli(wrapper, default=wrapper(run=base), args=rest, prog=prog, config=settings)
 
 
+def _drop_options(argv: list[str], flags: tuple[str, ...]) -> list[str]:
+    """`argv` without the given options and their values (`--flag v1 v2` or `--flag=v`)."""
+    out, i = [], 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg in flags:
+            i += 1
+            while i < len(argv) and not argv[i].startswith("--"):
+                i += 1
+            continue
+        if not arg.startswith(tuple(flag + "=" for flag in flags)):
+            out.append(arg)
+        i += 1
+    return out
+
+
+def _with_task_profiles(config, rest: list[str], prog: str, wrapper: type | None = None):
+    """`config` whose extra tasks (`--tasks`) take the sweepable knobs of their own profiles
+    (with the same command-line options), e.g. ant_very_delayed's prior variance 5.0; prints
+    what it set. Tasks without a profile keep the run's values."""
+    from mjx_pbac.config import merge_task_configs, profile_names
+
+    import envs
+    from mjx_pbac.config import parse_overrides as parse
+
+    run = config.run if wrapper is not None else config
+    tasks = [task for task in run.train.tasks if task in profile_names()]
+    if not tasks:
+        return config
+    try:  # the tasks must share one robot before their profiles are compared
+        envs.make_family(run.train.task_names, **parse(run.train.env_overrides))
+    except (ValueError, TypeError, RuntimeError) as error:
+        raise SystemExit(f"error: {error}") from None
+    task_configs = {}
+    shared = _drop_options(rest, ("--tasks", "--train.tasks", "--train.task-overrides", "--train.env"))
+    for task in tasks:
+        other = _profile_config(task, shared, prog=prog, wrapper=wrapper)
+        task_configs[task] = other.run if wrapper is not None else other
+    try:
+        merged = merge_task_configs(run, task_configs)
+    except ValueError as error:
+        raise SystemExit(f"error: {error}") from None
+    added = merged.train.task_overrides[len(run.train.task_overrides):]
+    if added:
+        print("per-task settings from the tasks' profiles: " + " ".join(added), file=sys.stderr)
+    return dataclasses.replace(config, run=merged) if wrapper is not None else merged
+
+
 def _check_env(config) -> None:
-    """Fails fast, before any compile, on a bad env name, env override or sweep value."""
+    """Fails fast, before any compile, on a bad env name, env override, task or sweep value."""
     import envs
     from mjx_pbac.config import expand_members, parse_overrides as parse
 
     try:
-        envs.make(config.train.env, **parse(config.train.env_overrides))
+        envs.make_family(config.train.task_names, **parse(config.train.env_overrides))
         expand_members(config)
-    except (ValueError, TypeError) as error:
+    except (ValueError, TypeError, RuntimeError) as error:
         raise SystemExit(f"error: {error}") from None
 
 
@@ -212,6 +270,7 @@ def train_command(argv: list[str]) -> None:
             runner.train(None, resume_dir=resume)
             return
         config = _profile_config(profile, rest, prog=f"train.py --profile {profile}")
+        config = _with_task_profiles(config, rest, prog=f"train.py --profile {profile}")
         _check_env(config)
         run_dir = runner.train(config, profile=profile)
     except (runner.RunError, CheckpointError) as error:
@@ -232,6 +291,13 @@ class ProfileArgs:
     """Env steps per timed chunk; 0 picks 20 vector steps."""
     timed_chunks: int = 3
     """Chunks timed after an untimed one (the median is reported)."""
+    baseline: tuple[str, ...] = ()
+    """Env overrides KEY=VALUE of a baseline measured the same way in the same process, e.g.
+    `--baseline solver_loop=while ls_iterations=8` (MJX's own solve, the earlier line search)."""
+    phases: bool = True
+    """Also time the env step and the gradient steps alone (two more programs to compile)."""
+    evaluate: bool = True
+    """Also compile and time evaluation."""
     out: str = "profile.json"
     """Where the JSON report goes."""
 
@@ -281,16 +347,100 @@ def profile_command(argv: list[str]) -> None:
     args = _profile_config(profile, rest, prog=f"train.py profile --profile {profile}", wrapper=ProfileArgs)
     _check_env(args.run)
     try:
-        settings = ProfileSettings(measure_steps=args.measure_steps, timed_chunks=args.timed_chunks)
+        settings = ProfileSettings(
+            measure_steps=args.measure_steps, timed_chunks=args.timed_chunks, phases=args.phases, evaluate=args.evaluate
+        )
     except ValueError as error:
         raise SystemExit(f"error: {error}") from None
-    report = measure(args.run, profile, settings, out=args.out)
-    steady = report["steady_state"]
-    print(
-        f"{profile} on {report['device']['device_kind']}: {steady['env_steps_per_s']:,.1f} env steps/s, "
-        f"{steady['updates_per_s']:,.1f} gradient updates/s; compile {report['compile_s']['chunk']:.1f} s; "
-        f"wrote {args.out}"
-    )
+    baseline = tuple(f"{key}={value}" for key, value in parse_overrides(args.baseline))
+    if baseline:
+        _check_env(dataclasses.replace(args.run, train=dataclasses.replace(args.run.train, env_overrides=args.run.train.env_overrides + baseline)))
+    report = measure(args.run, profile, settings, out=args.out, baseline_env_overrides=baseline)
+
+    def line(name, part):
+        steady, phases = part["steady_state"], part["phases_ms_per_vector_step"]
+        stats = part["programs"]["train_chunk"]
+        split = (
+            f" = env {phases['env_step']:.2f} + gradient steps {phases['gradient_steps']:.2f} + rest {phases['rest']:.2f}"
+            if "env_step" in phases else ""
+        )
+        return (
+            f"{name}: {steady['env_steps_per_s']:,.1f} env steps/s, {steady['updates_per_s']:,.1f} gradient updates/s; "
+            f"per vector step {phases['total']:.2f} ms{split}; {stats['executed_ops_per_vector_step']:,.0f} ops "
+            f"per vector step, {stats['data_dependent_loops']} data-dependent loops, {stats['conditionals']} branches; "
+            f"compile {part['compile_s']['train']:.1f} s"
+        )
+
+    print(f"{profile} on {report['device']['device_kind']}")
+    print(line("  measured", report))
+    if baseline:
+        print(line(f"  baseline ({' '.join(baseline)})", report["baseline"]))
+        print(f"  speed-up per vector step over the baseline: {report['speedup_vs_baseline']['total']:.2f}x")
+    print(f"wrote {args.out}")
+
+
+TABLE_HELP = """usage: train.py table (--block BLOCK | --tasks T1,T2,...) [--algos A1,A2,...] [--seeds N]
+                      [--out DIR] [--group-tasks True|False] [--train.KEY VALUE] [--ALGO.KEY VALUE] ...
+
+Runs every task x algorithm of a paper table block at its profile's settings (profiles/TASK.toml:
+the paper's budgets), N seeds as one vmapped program per run and the tasks of one robot (e.g. ant,
+ant_delayed, ant_very_delayed) as members of one program, then writes the report (the paper's
+final-reward and AULC tables, curves) to DIR/report. Running the same command again continues:
+finished runs are skipped, interrupted ones resume.
+
+  --block        dmc | dense | delayed | mujoco (dense + delayed) | table1 (all three blocks)
+  --tasks        instead of a block: any profiles, comma-separated (e.g. chain)
+  --algos        comma-separated (default ben,bootdqn_p,drnd,pbac: the paper's columns; also sac)
+  --seeds        seeds per run (default 10, the paper's)
+  --out          the table directory (default tables/<block>)
+  --group-tasks  False runs every task in a program of its own
+  any training option (--train.KEY VALUE, --pbac.KEY VALUE, ...) applies to every run, e.g.
+  --train.total-steps 20000 for a short trial.
+"""
+
+
+def table_command(argv: list[str]) -> None:
+    from mjx_pbac import runner
+    from mjx_pbac.checkpoint import CheckpointError
+    from mjx_pbac.table import BLOCKS, PAPER_ALGOS, plan, run_table
+
+    if "-h" in argv or "--help" in argv:
+        print(TABLE_HELP)
+        return
+    block, rest = _pop_option(argv, "--block")
+    tasks, rest = _pop_option(rest, "--tasks")
+    algos, rest = _pop_option(rest, "--algos")
+    seeds, rest = _pop_option(rest, "--seeds")
+    out, rest = _pop_option(rest, "--out")
+    group, rest = _pop_option(rest, "--group-tasks")
+    if (block is None) == (tasks is None):
+        raise SystemExit(f"error: give one of --block ({', '.join(BLOCKS)}) or --tasks T1,T2,...")
+    if block is not None and block not in BLOCKS:
+        raise SystemExit(f"error: unknown block {block!r}; valid: {', '.join(BLOCKS)}")
+    task_names = BLOCKS[block] if block else tuple(t.strip() for t in tasks.split(",") if t.strip())
+    algo_names = tuple(a.strip() for a in (algos or ",".join(PAPER_ALGOS)).split(",") if a.strip())
+    valid_algos = ("pbac", "sac", "bootdqn_p", "drnd", "ben")
+    unknown = [a for a in algo_names if a not in valid_algos]
+    if unknown or not algo_names:
+        raise SystemExit(f"error: unknown algorithm(s) {', '.join(unknown) or '(none given)'}; valid: {', '.join(valid_algos)}")
+    if group not in (None, "True", "False"):
+        raise SystemExit(f"error: --group-tasks takes True or False, got {group!r}")
+    if any(arg in ("--algo", "--profile", "--resume") or arg.startswith(("--algo=", "--profile=", "--train.env", "--train.tasks", "--tasks")) for arg in rest):
+        raise SystemExit("error: table chooses the profile, algorithm and tasks of each run; use --block/--tasks and --algos")
+    seed_args = ["--seeds", seeds or "10"]
+    configs = {}
+    for algo in algo_names:
+        for task in task_names:
+            config = _profile_config(task, [*rest, *seed_args, "--algo", algo], prog=f"train.py table (profile {task})")
+            _check_env(config)
+            configs[(algo, task)] = config
+    programs = plan(configs, group_tasks=group != "False")
+    name = block or "+".join(task_names)
+    print(f"table {name}: {len(task_names)} task(s) x {len(algo_names)} algorithm(s) in {len(programs)} program(s)", file=sys.stderr)
+    try:
+        run_table(programs, out or f"tables/{name}", name, log=lambda text: print(text, file=sys.stderr))
+    except (runner.RunError, CheckpointError, ValueError) as error:
+        raise SystemExit(f"error: {error}") from None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -361,17 +511,20 @@ def main(argv: list[str]) -> None:
     if command == "bench-seeds":
         bench_seeds_command(rest)
         return
+    if command == "table":
+        table_command(rest)
+        return
     if command.startswith("--"):
         train_command(argv)
         return
     if command not in COMMANDS:
         import difflib
 
-        close = difflib.get_close_matches(command, ["profile", "bench-seeds", *COMMANDS], n=2)
+        close = difflib.get_close_matches(command, ["profile", "bench-seeds", "table", *COMMANDS], n=2)
         hint = f" (did you mean {', '.join(close)}?)" if close else ""
         raise SystemExit(
             f"error: unknown command {command!r}{hint}; train with `--profile NAME`, or use one of: "
-            f"profile, bench-seeds, {', '.join(COMMANDS)}"
+            f"profile, bench-seeds, table, {', '.join(COMMANDS)}"
         )
     if command == "report":
         rest = _merge_repeated(rest, "--explore")

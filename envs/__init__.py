@@ -20,7 +20,7 @@ from envs.base import Env, MjxEnv, State  # noqa: E402
 from envs.chain import ChainConfig, ContinuousChain  # noqa: E402
 from envs.dm_control import BallInCupCatch, CartpoleSwingupSparse, DMControlConfig, ReacherHard  # noqa: E402
 from envs.locomotion import Ant, Hopper, Humanoid, LocomotionConfig  # noqa: E402
-from envs.registry import config_of, describe, make, register, registered_names  # noqa: E402
+from envs.registry import config_of, describe, make, make_family, register, registered_names  # noqa: E402
 from envs.wrappers import BatchedEnv, EpisodeAutoReset, wrap_for_training  # noqa: E402
 
 register("ant", Ant, "Gymnasium Ant-v4, dense reward")
@@ -59,6 +59,7 @@ __all__ = [
     "config_of",
     "describe",
     "make",
+    "make_family",
     "register",
     "registered_names",
     "wrap_for_training",

@@ -12,6 +12,7 @@ unchanged. Conventions (SPEC section 1):
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from typing import Any
 
@@ -21,6 +22,8 @@ import mujoco
 from brax.envs.base import Env, State
 from mujoco import mjx
 
+from envs import mjx_solver
+
 __all__ = ["Env", "State", "MjxEnv", "PhysicsConfig"]
 
 _INTEGRATORS = {
@@ -29,6 +32,7 @@ _INTEGRATORS = {
     "implicitfast": mujoco.mjtIntegrator.mjINT_IMPLICITFAST,
 }
 _SOLVERS = {"newton": mujoco.mjtSolver.mjSOL_NEWTON, "cg": mujoco.mjtSolver.mjSOL_CG}
+_SOLVER_LOOPS = ("fixed", "while")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,12 +51,17 @@ class PhysicsConfig:
     """Constraint solver iterations; None keeps the model file's value."""
     ls_iterations: int | None = None
     """Line-search iterations of the solver; None keeps the model file's value."""
+    solver_loop: str = "fixed"
+    """"fixed": the solver runs exactly `iterations` trips (`envs.mjx_solver`: no loop whose trip
+    count depends on data, no branch; same result); "while": MJX's own `lax.while_loop`."""
 
     def __post_init__(self) -> None:
         if self.integrator is not None and self.integrator not in _INTEGRATORS:
             raise ValueError(f"unknown integrator {self.integrator!r}; valid: {sorted(_INTEGRATORS)}")
         if self.solver not in _SOLVERS:
             raise ValueError(f"unknown solver {self.solver!r}; valid: {sorted(_SOLVERS)}")
+        if self.solver_loop not in _SOLVER_LOOPS:
+            raise ValueError(f"unknown solver_loop {self.solver_loop!r}; valid: {', '.join(_SOLVER_LOOPS)}")
         for name in ("iterations", "ls_iterations"):
             value = getattr(self, name)
             if value is not None and value < 1:
@@ -78,8 +87,11 @@ class MjxEnv(Env):
 
     episode_length: int = 1000
 
-    def __init__(self, mj_model: mujoco.MjModel, frame_skip: int):
+    def __init__(self, mj_model: mujoco.MjModel, frame_skip: int, solver_loop: str = "fixed"):
+        if solver_loop == "fixed":
+            mjx_solver.check_mjx_version()  # fail at construction, not deep inside a trace
         self._mj_model = mj_model
+        self._solver_loop = solver_loop
         self._mjx_model = mjx.put_model(mj_model)
         self._frame_skip = frame_skip
         ctrl_range = mj_model.actuator_ctrlrange.astype("float32")
@@ -121,13 +133,35 @@ class MjxEnv(Env):
         return self._ctrl_low + 0.5 * (action + 1.0) * (self._ctrl_high - self._ctrl_low)
 
     def data_from_state(self, qpos: jax.Array, qvel: jax.Array) -> mjx.Data:
-        """`mjx.Data` at (qpos, qvel) with every derived quantity computed (like `mj_forward`).
+        """`mjx.Data` at (qpos, qvel) with what an observation or reward can read of a state:
+        body poses (kinematics), composite inertias and centres of mass, body velocities, actuator
+        transmission and forces; neither collision nor the constraint solve.
 
-        MJX's forward pass writes normalised quaternions back into qpos; C MuJoCo's does not, so
-        qpos is restored to what was given (Gymnasium's first observation shows it unnormalised).
+        This is what a reset needs. `mjx.step` recomputes every derived quantity from qpos, qvel,
+        ctrl and the solver's warm start (zero here, as after `mj_resetData`) before it
+        integrates, so stepping from this state is bit for bit stepping from a full `mj_forward`
+        (tested), at a fraction of a forward pass: no collision, no constraint solve.
+
+        MJX writes normalised quaternions back into qpos; C MuJoCo does not, so qpos is restored
+        to what was given (Gymnasium's first observation shows it unnormalised).
         """
+        model = self._mjx_model
+        data = mjx.make_data(model).replace(qpos=qpos, qvel=qvel)
+        for stage in (mjx.kinematics, mjx.com_pos, mjx.transmission, mjx.com_vel, mjx.fwd_actuation):
+            data = stage(model, data)
+        return data.replace(qpos=qpos)
+
+    def full_data_from_state(self, qpos: jax.Array, qvel: jax.Array) -> mjx.Data:
+        """`mjx.Data` at (qpos, qvel) after a full forward pass (`mj_forward`: collision and
+        constraint forces included)."""
         data = mjx.make_data(self._mjx_model).replace(qpos=qpos, qvel=qvel)
-        return mjx.forward(self._mjx_model, data).replace(qpos=qpos)
+        with self.solver_context():
+            return mjx.forward(self._mjx_model, data).replace(qpos=qpos)
+
+    def solver_context(self) -> contextlib.AbstractContextManager:
+        """Active while MJX is traced: the fixed-trip constraint solve (`envs.mjx_solver`) unless
+        the env was configured with `solver_loop="while"`."""
+        return mjx_solver.fixed_trip_solver() if self._solver_loop == "fixed" else contextlib.nullcontext()
 
     def physics_step(self, data: mjx.Data, ctrl: jax.Array) -> mjx.Data:
         """Holds `ctrl` for `frame_skip` physics substeps (Gymnasium's `do_simulation`)."""
@@ -136,5 +170,6 @@ class MjxEnv(Env):
         def substep(data: mjx.Data, _: Any) -> tuple[mjx.Data, None]:
             return mjx.step(self._mjx_model, data), None
 
-        data, _ = jax.lax.scan(substep, data, None, length=self._frame_skip)
+        with self.solver_context():  # the scan traces its body here
+            data, _ = jax.lax.scan(substep, data, None, length=self._frame_skip)
         return data

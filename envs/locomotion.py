@@ -16,13 +16,16 @@ Gymnasium on the very same MuJoCo states.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import os
+from typing import ClassVar
 
 import gymnasium
 import jax
 import jax.numpy as jp
 import mujoco
+from flax import struct
 from mujoco import mjx
 
 from envs.base import MjxEnv, PhysicsConfig, State
@@ -33,6 +36,10 @@ GYMNASIUM_ASSETS = os.path.join(os.path.dirname(gymnasium.__file__), "envs", "mu
 @dataclasses.dataclass(frozen=True)
 class LocomotionConfig:
     """Task parameters of a locomotion env; every field can be overridden through `envs.make`."""
+
+    TASK_FIELDS: ClassVar[tuple[str, ...]] = ("delay_threshold", "action_cost_weight", "healthy_reward", "forward_reward_weight")
+    """The reward constants that `LocomotionTask` carries as arrays: tasks of one robot that differ
+    only in these share one compiled program (`envs.make_family`)."""
 
     delay_threshold: float | None = None
     """c of the delayed reward 1[x >= c] v - w_a ||a||^2; None gives Gymnasium v4's dense reward."""
@@ -55,10 +62,15 @@ class LocomotionConfig:
     iterations: int | None = 4
     """Constraint solver iterations (files: 100, Humanoid 50); None keeps the model file's.
 
-    4 and 8 below leave the one-step physics unchanged on the states we measured, but bound
-    the batched while-loops: 5.3x more Ant steps/s on an H200 at 4096 instances (README)."""
-    ls_iterations: int | None = 8
-    """Solver line-search iterations (files: 50); None keeps the model file's."""
+    4 (with 2 line-search iterations below) leaves the one-step physics unchanged on the states
+    we measured, and the solver then runs a fixed 4 trips (`solver_loop`); 3 or 2 iterations, or
+    1 line-search iteration, double Ant's deviation from C MuJoCo (README)."""
+    ls_iterations: int | None = 2
+    """Solver line-search iterations (files: 50); None keeps the model file's. 2 gives the same
+    one-step physics as 8 and 50 on every robot (README) at half the ops of an Ant step."""
+    solver_loop: str = "fixed"
+    """"fixed": the solver runs exactly `iterations` trips, no data-dependent loop or branch
+    (`envs.mjx_solver`; same physics, measured in the README); "while": MJX's own while loop."""
 
     def __post_init__(self) -> None:
         # Checked here, so `envs.config_of` rejects a bad value before any model is built.
@@ -77,7 +89,23 @@ class LocomotionConfig:
             solver=self.solver,
             iterations=self.iterations,
             ls_iterations=self.ls_iterations,
+            solver_loop=self.solver_loop,
         )
+
+
+@struct.dataclass
+class LocomotionTask:
+    """A locomotion task's reward constants as arrays (`LocomotionConfig.TASK_FIELDS`), so they
+    can be traced: the members of one program may train on ant, ant_delayed and
+    ant_very_delayed at once (`Locomotion.with_task`)."""
+
+    delayed: jax.Array
+    """1.0 for the delayed reward 1[x >= c] v - w_a ||a||^2, 0.0 for Gymnasium's dense reward."""
+    delay_threshold: jax.Array
+    """c (read when delayed)."""
+    action_cost_weight: jax.Array
+    healthy_reward: jax.Array
+    forward_reward_weight: jax.Array
 
 
 class Locomotion(MjxEnv):
@@ -93,7 +121,31 @@ class Locomotion(MjxEnv):
         self.episode_length = config.episode_length
         mj_model = mujoco.MjModel.from_xml_path(os.path.join(GYMNASIUM_ASSETS, self.xml_file))
         config.physics.apply(mj_model)
-        super().__init__(mj_model, self.frame_skip)
+        super().__init__(mj_model, self.frame_skip, config.solver_loop)
+        self._task = self.task_params()
+
+    # -- task constants -------------------------------------------------------------------------
+    def task_params(self) -> LocomotionTask:
+        """This env's reward constants (from its config) as float32 arrays."""
+        cfg = self.config
+
+        def value(x):
+            return jp.asarray(x, jp.float32)
+
+        return LocomotionTask(
+            delayed=value(cfg.delay_threshold is not None),
+            delay_threshold=value(cfg.delay_threshold or 0.0),
+            action_cost_weight=value(cfg.action_cost_weight),
+            healthy_reward=value(cfg.healthy_reward),
+            forward_reward_weight=value(cfg.forward_reward_weight),
+        )
+
+    def with_task(self, task: LocomotionTask) -> "Locomotion":
+        """This env (same model, same physics) with the reward constants `task`, which may be
+        traced values, e.g. one member's of a vmapped program."""
+        env = copy.copy(self)
+        env._task = task
+        return env
 
     # -- pure functions of mjx.Data, overridden per robot ------------------------------------
     def observation(self, data: mjx.Data) -> jax.Array:
@@ -108,7 +160,7 @@ class Locomotion(MjxEnv):
 
     def control_cost(self, data: mjx.Data, action: jax.Array) -> jax.Array:
         """Dense control cost: v4 weighs the squared action (Humanoid: the squared control)."""
-        return self.config.action_cost_weight * jp.sum(jp.square(action))
+        return self._task.action_cost_weight * jp.sum(jp.square(action))
 
     def sample_initial_state(self, rng: jax.Array) -> tuple[jax.Array, jax.Array]:
         """(qpos, qvel) at reset: qpos0 plus uniform noise, zero velocity plus `initial_velocity_noise`."""
@@ -125,19 +177,20 @@ class Locomotion(MjxEnv):
 
     # -- reward and termination ---------------------------------------------------------------
     def reward(self, prev_data: mjx.Data, data: mjx.Data, action: jax.Array) -> jax.Array:
-        """Reward of the transition prev_data -> data under `action` in [-1, 1]."""
-        cfg = self.config
+        """Reward of the transition prev_data -> data under `action` in [-1, 1], with this env's
+        task constants (`with_task`): the delayed or the dense reward."""
+        task = self._task
         action = jp.clip(action, -1.0, 1.0)
-        if cfg.delay_threshold is not None:
-            past_threshold = (data.qpos[0] >= cfg.delay_threshold).astype(jp.float32)
-            return past_threshold * data.qvel[0] - cfg.action_cost_weight * jp.sum(jp.square(action))
+        past_threshold = (data.qpos[0] >= task.delay_threshold).astype(jp.float32)
+        delayed = past_threshold * data.qvel[0] - task.action_cost_weight * jp.sum(jp.square(action))
         velocity = (self.forward_position(data) - self.forward_position(prev_data)) / self.dt
-        healthy = jp.logical_or(self.is_healthy(data), cfg.terminate_when_unhealthy)
-        return (
-            cfg.forward_reward_weight * velocity
-            + cfg.healthy_reward * healthy.astype(jp.float32)
+        healthy = jp.logical_or(self.is_healthy(data), self.config.terminate_when_unhealthy)
+        dense = (
+            task.forward_reward_weight * velocity
+            + task.healthy_reward * healthy.astype(jp.float32)
             - self.control_cost(data, action)
         )
+        return jp.where(task.delayed > 0, delayed, dense)
 
     def terminated(self, data: mjx.Data) -> jax.Array:
         if not self.config.terminate_when_unhealthy:
@@ -283,4 +336,4 @@ class Humanoid(Locomotion):
         return self._mass_fraction @ data.xipos[:, 0]
 
     def control_cost(self, data: mjx.Data, action: jax.Array) -> jax.Array:
-        return self.config.action_cost_weight * jp.sum(jp.square(data.ctrl))
+        return self._task.action_cost_weight * jp.sum(jp.square(data.ctrl))

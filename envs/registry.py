@@ -100,3 +100,35 @@ def make(name: str, **overrides: Any) -> Env:
     return _spec(name).env_class(config_of(name, **overrides))
 
 
+
+
+def make_family(names: list[str] | tuple[str, ...], **overrides: Any) -> tuple[Env, list[Any]]:
+    """One env that simulates every task in `names`, and each task's constants: the tasks of one
+    robot (e.g. ant, ant_delayed, ant_very_delayed) as members of one compiled program.
+
+    The tasks must be the same env class with the same config except its `TASK_FIELDS` (reward
+    constants, carried per member as `env.task_params()` and applied by `env.with_task`); the
+    error names any other difference. Envs without task constants give None per task.
+    """
+    names = list(names)
+    built = [make(name, **overrides) for name in names]
+    first = built[0]
+    task_fields = getattr(type(getattr(first, "config", None)), "TASK_FIELDS", ())
+    for name, env in zip(names[1:], built[1:]):
+        if type(env) is not type(first):
+            raise ValueError(
+                f"tasks {names[0]!r} and {name!r} cannot share one program: they are different envs "
+                f"({type(first).__name__}, {type(env).__name__}); train them in separate runs"
+            )
+        differing = [
+            field.name
+            for field in dataclasses.fields(first.config)
+            if field.name not in task_fields and getattr(first.config, field.name) != getattr(env.config, field.name)
+        ]
+        if differing or not task_fields:
+            what = ", ".join(differing) if differing else "its config"
+            raise ValueError(
+                f"tasks {names[0]!r} and {name!r} cannot share one program: they differ in {what}, "
+                f"which is not a per-member task constant ({', '.join(task_fields) or 'none for this env'})"
+            )
+    return first, [env.task_params() if task_fields else None for env in built]

@@ -238,6 +238,14 @@ class TrainConfig:
 
     env: str = "ant_delayed"
     """Registered environment name (see `envs.registered_names()`)."""
+    tasks: tuple[str, ...] = ()
+    """More registered envs trained next to `env` as members of the same program (`--tasks`):
+    tasks of one robot that differ only in reward constants, e.g. env ant with tasks
+    ant_delayed ant_very_delayed. Each task gets its own members (sweep points x seeds)."""
+    task_overrides: tuple[str, ...] = ()
+    """TASK:NAME=VALUE sets a sweepable knob of the algorithm for the members of one task, e.g.
+    ant_very_delayed:prior_variance=5.0 (the paper's per-task values; `train.py --tasks` fills
+    them in from the tasks' profiles and prints them)."""
     env_overrides: tuple[str, ...] = ()
     """Env config overrides KEY=VALUE, e.g. delay_threshold=1.0 (checked against the env's config)."""
     seed: int = 0
@@ -280,6 +288,11 @@ class TrainConfig:
     """Write TensorBoard scalars (tensorboardX) under RUN_DIR/tb."""
     progress: bool = True
     """Show a progress bar on stderr."""
+    matmul_precision: Literal["float32", "tensorfloat32", "bfloat16", "default"] = "float32"
+    """Precision of float32 matrix products in every program of the run (networks and physics):
+    float32 is full precision, as the authors' PyTorch (whose default is full float32) and the
+    physics' fidelity need; "default" lets XLA choose (TF32 on recent NVIDIA GPUs, float32 on a
+    CPU); tensorfloat32 and bfloat16 trade accuracy for speed on large batches (README)."""
 
     def __post_init__(self) -> None:
         positive = ("num_seeds", "total_steps", "num_envs", "batch_size", "buffer_size", "chunk_steps", "eval_interval", "eval_episodes", "checkpoint_interval", "keep_checkpoints")
@@ -298,6 +311,13 @@ class TrainConfig:
         )
         parse_overrides(self.env_overrides)
         parse_sweep(self.sweep)
+        _require(len(set(self.task_names)) == len(self.task_names), f"a task is named twice in env + tasks: {self.task_names}")
+        parse_task_overrides(self.task_overrides, self.task_names)
+
+    @property
+    def task_names(self) -> tuple[str, ...]:
+        """`env` followed by `tasks`: every task trained in this run."""
+        return (self.env, *self.tasks)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -436,9 +456,12 @@ class Member:
     label: str
     """The configuration's name: "pbac", or e.g. "pbac bootstrap_rate=0.01" in a sweep."""
     overrides: dict[str, Any]
-    """{"pbac.bootstrap_rate": 0.01, ...}: what this sweep point changes."""
+    """{"pbac.bootstrap_rate": 0.01, ...}: what this sweep point (and its task) changes."""
     config: Any
-    """This member's algorithm config (the selected section with the sweep point applied)."""
+    """This member's algorithm config (the selected section with the task's overrides and the
+    sweep point applied)."""
+    task: str = ""
+    """The env this member trains on (`TrainConfig.env` or one of `TrainConfig.tasks`)."""
 
 
 def parse_sweep(entries: tuple[str, ...] | list[str], algo: str | None = None) -> list[tuple[str, list[Any]]]:
@@ -471,32 +494,99 @@ def parse_sweep(entries: tuple[str, ...] | list[str], algo: str | None = None) -
     return grid
 
 
+def parse_task_overrides(entries: tuple[str, ...] | list[str], tasks: tuple[str, ...], algo: str | None = None) -> dict[str, dict[str, Any]]:
+    """("ant_very_delayed:prior_variance=5.0",) -> {"ant_very_delayed": {"prior_variance": 5.0}};
+    the task must be one of `tasks`, and with `algo` the name must be one of its sweepable knobs."""
+    parsed: dict[str, dict[str, Any]] = {}
+    for entry in entries:
+        task, sep, assignment = entry.partition(":")
+        if not sep or "=" not in assignment:
+            raise ValueError(f"malformed task override {entry!r}: expected TASK:NAME=VALUE, e.g. ant_very_delayed:prior_variance=5.0")
+        if task not in tasks:
+            raise ValueError(f"task override {entry!r} names {task!r}, which is not trained in this run; tasks: {', '.join(tasks)}")
+        ((name, values),) = parse_sweep([assignment], algo)
+        if len(values) != 1:
+            raise ValueError(f"task override {entry!r} must give one value, not a list")
+        parsed.setdefault(task, {})[name] = values[0]
+    return parsed
+
+
 def expand_members(config: RunConfig) -> list[Member]:
-    """The run's members: every sweep point (grid order) of the selected algorithm's section,
-    crossed with seeds seed..seed+num_seeds-1."""
+    """The run's members: for each task (`env`, then `tasks`), every sweep point (grid order) of
+    the selected algorithm's section with the task's overrides, crossed with seeds
+    seed..seed+num_seeds-1."""
     import itertools
 
     algo = config.algo
     base = config.algorithm_config
-    grid = parse_sweep(config.train.sweep, algo)
+    train = config.train
+    grid = parse_sweep(train.sweep, algo)
+    per_task = parse_task_overrides(train.task_overrides, train.task_names, algo)
     names = [name for name, _ in grid]
     hints = typing.get_type_hints(type(base))
     members = []
-    for point in itertools.product(*[values for _, values in grid]):
-        overrides = {name: _coerce(f"sweep {name}", value, hints[name]) for name, value in zip(names, point)}
-        member_config = dataclasses.replace(base, **overrides)  # validates the values
-        label = " ".join([algo] + [f"{name}={value}" for name, value in overrides.items()])
-        for offset in range(config.train.num_seeds):
-            members.append(
-                Member(
-                    index=len(members),
-                    seed=config.train.seed + offset,
-                    label=label,
-                    overrides={f"{algo}.{name}": value for name, value in overrides.items()},
-                    config=member_config,
+    for task in train.task_names:
+        task_values = {name: _coerce(f"task override {task}:{name}", value, hints[name]) for name, value in per_task.get(task, {}).items()}
+        for point in itertools.product(*[values for _, values in grid]):
+            overrides = {name: _coerce(f"sweep {name}", value, hints[name]) for name, value in zip(names, point)}
+            member_config = dataclasses.replace(base, **{**task_values, **overrides})  # validates the values
+            label = " ".join([algo] + [f"{name}={value}" for name, value in overrides.items()])
+            for offset in range(train.num_seeds):
+                members.append(
+                    Member(
+                        index=len(members),
+                        seed=train.seed + offset,
+                        label=label,
+                        overrides={f"{algo}.{name}": value for name, value in {**task_values, **overrides}.items()},
+                        config=member_config,
+                        task=task,
+                    )
                 )
-            )
     return members
+
+
+def merge_task_configs(base: RunConfig, task_configs: dict[str, RunConfig]) -> RunConfig:
+    """`base` (which trains `base.train.task_names`) with `task_overrides` that give each task
+    the sweepable knobs of its own config in `task_configs` (e.g. its profile with the same
+    command-line options), so one program trains every task with its own settings.
+
+    Anything else that differs between `base` and a task's config (train settings other than the
+    env, or a field of the algorithm's section that changes shapes or code, such as K or the
+    widths) cannot differ between members of one program: a ValueError names it.
+    """
+    algo = base.algo
+    sweepable = SWEEPABLE[algo]
+    ignored = {"env", "tasks", "task_overrides"}
+    overrides = list(base.train.task_overrides)
+    given = {entry.partition("=")[0] for entry in overrides}
+    for task, other in task_configs.items():
+        if task not in base.train.task_names:
+            raise ValueError(f"{task!r} is not a task of this run; tasks: {', '.join(base.train.task_names)}")
+        if other.algo != algo:
+            raise ValueError(f"task {task}: its config trains {other.algo}, this run {algo}")
+        train_diff = [
+            f"train.{f.name} ({getattr(other.train, f.name)!r} vs {getattr(base.train, f.name)!r})"
+            for f in dataclasses.fields(TrainConfig)
+            if f.name not in ignored and getattr(other.train, f.name) != getattr(base.train, f.name)
+        ]
+        mine, theirs = base.algorithm_config, other.algorithm_config
+        fixed_diff = [
+            f"{algo}.{f.name} ({getattr(theirs, f.name)!r} vs {getattr(mine, f.name)!r})"
+            for f in dataclasses.fields(mine)
+            if f.name not in sweepable and getattr(theirs, f.name) != getattr(mine, f.name)
+        ]
+        if train_diff or fixed_diff:
+            raise ValueError(
+                f"task {task} cannot be a member of this program: its config differs in "
+                f"{', '.join(train_diff + fixed_diff)}, which all members of one program share; "
+                "train it in a run of its own"
+            )
+        for name in sweepable:
+            value = getattr(theirs, name)
+            key = f"{task}:{name}"
+            if value != getattr(mine, name) and key not in given:
+                overrides.append(f"{key}={value}")
+    return dataclasses.replace(base, train=dataclasses.replace(base.train, task_overrides=tuple(overrides)))
 
 
 # -- profiles -------------------------------------------------------------------------------

@@ -41,14 +41,16 @@ def truncate_jsonl(path: Path, max_env_steps: int) -> int:
     return dropped
 
 
-def member_slug(label: str, seed: int) -> str:
-    """A directory name for a member: "pbac_s0", "pbac_bootstrap_rate=0.01_s3"."""
-    return re.sub(r"[^A-Za-z0-9_.=+-]+", "_", f"{label}_s{seed}")
+def member_slug(label: str, seed: int, task: str = "") -> str:
+    """A directory name for a member: "pbac_s0", "pbac_bootstrap_rate=0.01_s3", or with the task
+    in front when a run trains several: "ant_delayed_pbac_s0"."""
+    return re.sub(r"[^A-Za-z0-9_.=+-]+", "_", f"{task + '_' if task else ''}{label}_s{seed}")
 
 
 class RunLogger:
     """Appends JSON lines (flushed per write) and mirrors scalars to TensorBoard, one TensorBoard
-    run per member under tb/<label>_s<seed>/."""
+    run per member under tb/<label>_s<seed>/ (tb/<task>_<label>_s<seed>/ when a run trains several
+    tasks)."""
 
     def __init__(self, run_dir: Path, members: list, tensorboard: bool, purge_step: int | None = None):
         self.run_dir = run_dir
@@ -58,8 +60,13 @@ class RunLogger:
         if tensorboard:
             from tensorboardX import SummaryWriter
 
+            several_tasks = len({getattr(m, "task", "") for m in members}) > 1
             self._writers = [
-                SummaryWriter(str(run_dir / "tb" / member_slug(m.label, m.seed)), purge_step=purge_step, flush_secs=10)
+                SummaryWriter(
+                    str(run_dir / "tb" / member_slug(m.label, m.seed, m.task if several_tasks else "")),
+                    purge_step=purge_step,
+                    flush_secs=10,
+                )
                 for m in members
             ]
 
@@ -111,9 +118,10 @@ def _tag(name: str) -> str:
 class Progress:
     """One status line per chunk on stderr: a bar, env steps/s, updates/s, last eval, time left."""
 
-    def __init__(self, total_steps: int, enabled: bool, stream: TextIO = sys.stderr):
+    def __init__(self, total_steps: int, enabled: bool, stream: TextIO | None = None):
         self.total = total_steps
         self.enabled = enabled
+        stream = sys.stderr if stream is None else stream  # the stream of now, not of import time
         self.stream = stream
         self.tty = stream.isatty()
         self.started = time.perf_counter()

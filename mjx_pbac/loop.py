@@ -7,6 +7,12 @@ nothing inside it returns to the host, all shapes are fixed, and the training st
 are donated from one chunk to the next. The host (`mjx_pbac.runner`) logs, evaluates and
 checkpoints between chunks.
 
+Warm-up and training are two programs (`Trainer.warmup_chunk`, `Trainer.train_chunk`), chosen
+by the host per chunk: nothing in a chunk branches on data (on a GPU every `lax.cond` is a
+device-to-host round trip), and warm-up steps run no gradient step at all. Matrix products are
+traced at `TrainConfig.matmul_precision` (float32 by default: the authors' PyTorch and the
+physics' accuracy; see the README).
+
 Members: a run trains M independent members (seeds, crossed with the points of a hyperparameter
 sweep) as a vmapped leading axis of the whole training state, in one program. Each member has its
 own key (from its seed), so its initialisation, bootstrap masks, exploration and env noise are its
@@ -48,6 +54,10 @@ class TrainState:
     """[N] int32: env steps taken by each instance; a multiple of PSR triggers a redraw."""
     posterior_sampling_rate: jax.Array
     """PSR of this member (int32; a sweep may vary it)."""
+    task: Any
+    """This member's task constants (`env.task_params()`, e.g. a locomotion reward's delay
+    threshold and weights), so tasks that share a robot are members of one program; None for
+    envs without them."""
     seed: jax.Array
     """This member's seed (int32); its keys derive from it."""
     key: jax.Array
@@ -76,55 +86,80 @@ class Trainer(NamedTuple):
     """Jitted pieces of a run over M members; see the module docstring. Every state and result
     carries the member axis first."""
 
-    init: Callable[[jax.Array, Any, jax.Array], TrainState]
-    """init(seeds[M] int32, hyper (leaves [M]), posterior_sampling_rate[M] int32) -> state."""
-    chunk: Callable[[TrainState, jax.Array], tuple[TrainState, dict]]
-    """chunk(state, explore) -> (state, metrics [M] or [M, iterations] for "visit/..." keys):
-    the one jitted program behind the two below."""
+    init: Callable[..., TrainState]
+    """init(seeds[M] int32, hyper (leaves [M]), posterior_sampling_rate[M] int32, task (leaves
+    [M], or None)) -> state."""
     warmup_chunk: Callable[[TrainState], tuple[TrainState, dict]]
+    """A chunk of warm-up: uniform random actions into the buffer, no gradient steps."""
     train_chunk: Callable[[TrainState], tuple[TrainState, dict]]
+    """A chunk of training: the algorithm acts, `updates_per_step` gradient steps per vector
+    step. Metrics are [M] (or [M, iterations] for "visit/..." keys)."""
     evaluate: Callable[[TrainState], dict]
     """evaluate(state) -> {"returns": [M, E], "lengths": [M, E]}, with keys from each member's
     seed and step count (evaluation never consumes training randomness)."""
+    update_chunk: Callable[[TrainState], tuple[TrainState, dict]]
+    """Only the gradient steps of a training chunk (no env step): `train.py profile` times it
+    to split a training step into its phases."""
     schedule: Schedule
 
 
 VISIT_PREFIX = "visit/"
 
 
+def with_matmul_precision(fn: Callable, precision: str) -> Callable:
+    """`fn` traced under `jax.default_matmul_precision(precision)` ("default" leaves XLA's choice:
+    TF32 for float32 matmuls on recent NVIDIA GPUs); see `TrainConfig.matmul_precision`."""
+    if precision == "default":
+        return fn
+
+    def traced(*args):
+        with jax.default_matmul_precision(precision):
+            return fn(*args)
+
+    return traced
+
+
 def make_trainer(train: TrainConfig, env: Env, algorithm: Algorithm, donate: bool = True) -> Trainer:
     """The jitted init / chunk / evaluate functions of a run of `algorithm` on `env`."""
     schedule = Schedule.of(train)
-    num_envs = train.num_envs
-    training_env = wrap_for_training(env, num_envs)
+    num_envs, updates = train.num_envs, train.updates_per_step
     action_size = env.action_size
     num_heads = algorithm.num_heads
 
-    def init(seed: jax.Array, hyper: Any, posterior_sampling_rate: jax.Array) -> TrainState:
+    def env_of(task: Any) -> Env:
+        """This member's env: `env` with the member's task constants (traced)."""
+        return env if task is None else env.with_task(task)
+
+    def init(seed: jax.Array, hyper: Any, posterior_sampling_rate: jax.Array, task: Any) -> TrainState:
         agent_key, env_key, head_key, key = jax.random.split(jax.random.key(seed), 4)
         return TrainState(
             agent=algorithm.init(agent_key, hyper),
             buffer=replay.init(train.buffer_size, env.observation_size, action_size),
-            env_state=training_env.reset(env_key),
+            env_state=wrap_for_training(env_of(task), num_envs).reset(env_key),
             active_head=jax.random.randint(head_key, (num_envs,), 0, num_heads, dtype=jp.int32),
             sampling_counter=jp.zeros((num_envs,), jp.int32),
             posterior_sampling_rate=jp.asarray(posterior_sampling_rate, jp.int32),
+            task=task,
             seed=jp.asarray(seed, jp.int32),
             key=key,
             env_steps=jp.zeros((), jp.int32),
             updates=jp.zeros((), jp.int32),
         )
 
-    def env_step(state: TrainState, explore: jax.Array) -> tuple[TrainState, dict]:
+    def env_step(state: TrainState, learned: bool) -> tuple[TrainState, dict, dict]:
+        """One vector step: the algorithm acts (`learned`) or uniform random actions (warm-up);
+        the transitions go into the buffer."""
         key, head_key, action_key = jax.random.split(state.key, 3)
         env_state = state.env_state
         active_head = redraw_heads(
             head_key, state.active_head, state.sampling_counter, env_state.info["steps"], num_heads,
             state.posterior_sampling_rate,
         )
-        uniform = jax.random.uniform(action_key, (num_envs, action_size), minval=-1.0, maxval=1.0)
-        action = jp.where(explore, algorithm.act(state.agent, env_state.obs, active_head, action_key), uniform)
-        next_state = training_env.step(env_state, action)
+        if learned:
+            action = algorithm.act(state.agent, env_state.obs, active_head, action_key)
+        else:
+            action = jax.random.uniform(action_key, (num_envs, action_size), minval=-1.0, maxval=1.0)
+        next_state = wrap_for_training(env_of(state.task), num_envs).step(env_state, action)
         info = next_state.info
         transition = replay.Transition(
             obs=env_state.obs,
@@ -157,53 +192,69 @@ def make_trainer(train: TrainConfig, env: Env, algorithm: Algorithm, donate: boo
         return state, episodes, visit
 
     def gradient_steps(state: TrainState) -> tuple[TrainState, dict]:
-        key, steps_key = jax.random.split(state.key)
+        """`updates_per_step` gradient steps. Their minibatches are drawn in one gather and the
+        steps are unrolled: one straight run of kernels per vector step, no loop."""
+        key, sample_key, head_key, update_key = jax.random.split(state.key, 4)
+        batches = replay.sample(state.buffer, sample_key, updates * train.batch_size)
+        batches = jax.tree.map(lambda x: x.reshape(updates, train.batch_size, *x.shape[1:]), batches)
+        if num_envs == 1:
+            target_heads = jp.broadcast_to(state.active_head[0], (updates,))
+        else:
+            target_heads = jax.random.randint(head_key, (updates,), 0, num_heads, dtype=jp.int32)
 
-        def one_step(agent, step_key):
-            sample_key, head_key, update_key = jax.random.split(step_key, 3)
-            batch = replay.sample(state.buffer, sample_key, train.batch_size)
-            if num_envs == 1:
-                target_head = state.active_head[0]
-            else:
-                target_head = jax.random.randint(head_key, (), 0, num_heads, dtype=jp.int32)
-            return algorithm.update(agent, batch, update_key, target_head)
+        def one_step(agent, inputs):
+            batch, step_key, target_head = inputs
+            return algorithm.update(agent, batch, step_key, target_head)
 
-        agent, metrics = jax.lax.scan(one_step, state.agent, jax.random.split(steps_key, train.updates_per_step))
-        state = state.replace(agent=agent, key=key, updates=state.updates + train.updates_per_step)
+        agent, metrics = jax.lax.scan(
+            one_step, state.agent, (batches, jax.random.split(update_key, updates), target_heads), unroll=updates
+        )
+        state = state.replace(agent=agent, key=key, updates=state.updates + updates)
         return state, jax.tree.map(jp.mean, metrics)
 
-    def no_gradient_steps(state: TrainState) -> tuple[TrainState, dict]:
-        _, metrics_shape = jax.eval_shape(gradient_steps, state)
-        return state, jax.tree.map(lambda leaf: jp.zeros(leaf.shape, leaf.dtype), metrics_shape)
+    def chunk_metrics(episodes: dict, update_metrics: dict, visits: dict) -> dict:
+        metrics = {name: jp.sum(value) for name, value in episodes.items()}
+        metrics.update({name: jp.mean(value) for name, value in update_metrics.items()})
+        metrics.update(visits)  # [iterations] each
+        return metrics
 
-    def chunk(state: TrainState, explore: jax.Array) -> tuple[TrainState, dict]:
-        """`explore` False: warm-up (uniform actions, no updates); True: act and learn. One
-        program serves both, so the env step is compiled once for training."""
-
+    def warmup_chunk(state: TrainState) -> tuple[TrainState, dict]:
         def iteration(state, _):
-            state, episodes, visit = env_step(state, explore)
-            if train.updates_per_step > 0:
-                state, update_metrics = jax.lax.cond(explore, gradient_steps, no_gradient_steps, state)
-            else:
-                update_metrics = {}
+            state, episodes, visit = env_step(state, learned=False)
+            return state, (episodes, visit)
+
+        state, (episodes, visits) = jax.lax.scan(iteration, state, None, length=schedule.iterations_per_chunk)
+        return state, chunk_metrics(episodes, {}, visits)
+
+    def train_chunk(state: TrainState) -> tuple[TrainState, dict]:
+        def iteration(state, _):
+            state, episodes, visit = env_step(state, learned=True)
+            update_metrics = {}
+            if updates > 0:
+                state, update_metrics = gradient_steps(state)
             return state, (episodes, update_metrics, visit)
 
         state, (episodes, update_metrics, visits) = jax.lax.scan(
             iteration, state, None, length=schedule.iterations_per_chunk
         )
-        metrics = {name: jp.sum(value) for name, value in episodes.items()}
-        metrics.update({name: jp.mean(value) for name, value in update_metrics.items()})
-        metrics.update(visits)  # [iterations] each
-        return state, metrics
+        return state, chunk_metrics(episodes, update_metrics, visits)
+
+    def update_chunk(state: TrainState) -> tuple[TrainState, dict]:
+        def iteration(state, _):
+            return gradient_steps(state) if updates > 0 else (state, {})
+
+        state, update_metrics = jax.lax.scan(iteration, state, None, length=schedule.iterations_per_chunk)
+        return state, chunk_metrics({}, update_metrics, {})
 
     def evaluate(state: TrainState) -> dict:
+        member_env = env_of(state.task)
         key = jax.random.fold_in(jax.random.fold_in(jax.random.key(state.seed), 1), state.env_steps)
-        states = jax.vmap(env.reset)(jax.random.split(key, train.eval_episodes))
+        states = jax.vmap(member_env.reset)(jax.random.split(key, train.eval_episodes))
 
         def step(carry, _):
             env_state, returns, lengths, alive = carry
             action = algorithm.eval_act(state.agent, env_state.obs)
-            env_state = jax.vmap(env.step)(env_state, action)
+            env_state = jax.vmap(member_env.step)(env_state, action)
             returns = returns + jp.where(alive, env_state.reward, 0.0)
             lengths = lengths + alive.astype(jp.int32)
             alive = jp.logical_and(alive, env_state.done == 0)
@@ -214,14 +265,16 @@ def make_trainer(train: TrainConfig, env: Env, algorithm: Algorithm, donate: boo
         (_, returns, lengths, _), _ = jax.lax.scan(step, carry, None, length=env.episode_length)
         return {"returns": returns, "lengths": lengths}
 
-    jitted_chunk = jax.jit(over_members(chunk, in_axes=(0, None)), donate_argnums=(0,) if donate else ())
-    warmup, explore = jax.device_put(False), jax.device_put(True)  # device constants: no transfer per call
+    def jitted(fn: Callable, in_axes: tuple, donated: bool) -> Callable:
+        fn = with_matmul_precision(over_members(fn, in_axes=in_axes), train.matmul_precision)
+        return jax.jit(fn, donate_argnums=(0,) if donated and donate else ())
+
     return Trainer(
-        init=jax.jit(over_members(init, in_axes=(0, 0, 0))),
-        chunk=jitted_chunk,
-        warmup_chunk=lambda state: jitted_chunk(state, warmup),
-        train_chunk=lambda state: jitted_chunk(state, explore),
-        evaluate=jax.jit(over_members(evaluate, in_axes=(0,))),
+        init=jitted(init, (0, 0, 0, 0), donated=False),
+        warmup_chunk=jitted(warmup_chunk, (0,), donated=True),
+        train_chunk=jitted(train_chunk, (0,), donated=True),
+        evaluate=jitted(evaluate, (0,), donated=False),
+        update_chunk=jitted(update_chunk, (0,), donated=True),
         schedule=schedule,
     )
 
@@ -244,15 +297,20 @@ def over_members(fn: Callable, in_axes: tuple) -> Callable:
     return call
 
 
-def member_inputs(algorithm: Algorithm, members: list[tuple[int, Any]]) -> tuple[jax.Array, Any, jax.Array]:
-    """(seeds[M], hyper stacked on [M], PSR[M]) for `Trainer.init` from (seed, algorithm config) pairs."""
+def member_inputs(
+    algorithm: Algorithm, members: list[tuple[int, Any]], tasks: list[Any] | None = None
+) -> tuple[jax.Array, Any, jax.Array, Any]:
+    """(seeds[M], hyper stacked on [M], PSR[M], task constants stacked on [M] or None) for
+    `Trainer.init`, from (seed, algorithm config) pairs and each member's task constants."""
     seeds = jp.asarray([seed for seed, _ in members], jp.int32)
     hypers = [algorithm.hyperparams(config) for _, config in members]
     hyper = jax.tree.map(lambda *leaves: jp.stack(leaves), *hypers)
     # Algorithms without posterior sampling have no PSR; 1 redraws every step, which is harmless
     # with one head.
     psr = jp.asarray([getattr(config, "posterior_sampling_rate", 1) for _, config in members], jp.int32)
-    return seeds, hyper, psr
+    if tasks is None or tasks[0] is None:
+        return seeds, hyper, psr, None
+    return seeds, hyper, psr, jax.tree.map(lambda *leaves: jp.stack([jp.asarray(v) for v in leaves]), *tasks)
 
 
 def non_finite_metrics(metrics: dict[str, Any]) -> dict[str, list[int]]:

@@ -2,10 +2,17 @@
 
 Builds the same jitted chunks a run uses, with the chunk length set to `measure_steps`, and
 reports:
-- compile time of the chunk program (warm-up and training share it) and of evaluation (ahead-of-time
-  `lower().compile()`, so compilation is timed apart from execution);
+- compile time of each program (training chunk, warm-up chunk, gradient steps alone, evaluation;
+  ahead-of-time `lower().compile()`, so compilation is timed apart from execution);
+- what each compiled program does (`mjx_pbac.hlo.program_stats`): loops with a data-dependent
+  trip count and branches (each a device-to-host round trip per trip on a GPU; the training chunk
+  should have none) and executed ops per vector step (about one kernel launch each on a GPU);
 - steady state: the median over `timed_chunks` training chunks (after one untimed training chunk)
   of env steps/s and gradient updates/s, summed over the run's members (seeds x sweep points);
+- the phases of a training step, per vector step: the env step (a warm-up chunk: env step with
+  uniform actions, buffer insert), the gradient steps (the chunk's updates alone) and the rest
+  (the policy's forward pass, and whatever running them together saves or costs);
+- optionally a baseline with other env overrides, measured the same way in the same process;
 - peak memory: the device allocator's peak where the backend reports it (GPU), and the process's
   peak resident memory (host);
 - the device, the jax version and the resolved config.
@@ -26,6 +33,7 @@ from typing import Any
 import jax
 
 from mjx_pbac.config import RunConfig, config_to_dict
+from mjx_pbac.hlo import program_stats
 from mjx_pbac.runner import build, device_description
 
 
@@ -35,6 +43,11 @@ class ProfileSettings:
     """Env steps per timed chunk (rounded up to whole vector steps); 0 picks 20 vector steps."""
     timed_chunks: int = 3
     """Training chunks timed (median reported), after one untimed one."""
+    phases: bool = True
+    """Also compile and time the warm-up chunk and the gradient steps alone (the per-phase
+    breakdown); False measures the training chunk only (one compile fewer each)."""
+    evaluate: bool = True
+    """Also compile and time evaluation."""
 
     def __post_init__(self) -> None:
         if self.measure_steps < 0:
@@ -71,7 +84,91 @@ def _peak_memory() -> dict[str, Any]:
     return peak
 
 
-def measure(config: RunConfig, profile: str, settings: ProfileSettings, out: str | Path | None = None) -> dict[str, Any]:
+def _timed(program, state, calls: int) -> tuple[Any, list[float]]:
+    """Runs `program` (state -> (state, metrics)) `calls` times; the state and each call's seconds."""
+    seconds = []
+    for _ in range(calls):
+        tick = time.perf_counter()
+        state, metrics = program(state)
+        jax.block_until_ready((state, metrics))
+        seconds.append(time.perf_counter() - tick)
+    return state, seconds
+
+
+def _measure_one(config: RunConfig, settings: ProfileSettings, report: dict[str, Any], write) -> None:
+    """Compiles and times one configuration's programs into `report` (see `measure`)."""
+    measured = measurement_config(config, settings)
+    train = measured.train
+    tick = time.perf_counter()
+    built = build(measured)
+    env, trainer = built.env, built.trainer
+    members = len(built.members)
+    iterations = trainer.schedule.iterations_per_chunk
+    report["members"] = members
+    state = jax.block_until_ready(built.init_state())
+    report["init_s"] = time.perf_counter() - tick
+
+    programs = {}
+    names = ["train_chunk"] + (["warmup_chunk", "update_chunk"] if settings.phases else []) + (["evaluate"] if settings.evaluate else [])
+    for name in names:
+        tick = time.perf_counter()
+        programs[name] = getattr(trainer, name).lower(state).compile()
+        report["compile_s"][name.removesuffix("_chunk")] = time.perf_counter() - tick
+        stats = program_stats(programs[name])
+        if name != "evaluate":
+            stats["executed_ops_per_vector_step"] = stats["executed_ops"] / iterations
+        report["programs"][name] = stats
+        write()
+
+    state, _ = jax.block_until_ready(trainer.warmup_chunk(state))  # data in the buffer
+    state, _ = jax.block_until_ready(programs["train_chunk"](state))  # first run: allocation, caches
+    state, train_seconds = _timed(programs["train_chunk"], state, settings.timed_chunks)
+    median = statistics.median(train_seconds)
+    report["chunk_seconds"] = train_seconds
+    report["steady_state"] = {  # all members together
+        "env_steps_per_s": members * train.chunk_steps / median,
+        "updates_per_s": members * report["measure"]["updates_per_chunk"] / median,
+        "seconds_per_chunk": median,
+    }
+    per_step = {"total": median / iterations}
+    if settings.phases:
+        state, env_seconds = _timed(programs["warmup_chunk"], state, settings.timed_chunks)
+        state, update_seconds = _timed(programs["update_chunk"], state, settings.timed_chunks)
+        per_step["env_step"] = statistics.median(env_seconds) / iterations
+        per_step["gradient_steps"] = statistics.median(update_seconds) / iterations
+        per_step["rest"] = per_step["total"] - per_step["env_step"] - per_step["gradient_steps"]
+        report["phases_note"] = (
+            "per vector step of all members: env_step = a warm-up chunk (env step with uniform actions, "
+            "buffer insert, head draws); gradient_steps = the chunk's gradient steps alone; rest = the "
+            "training chunk minus both (the policy's forward pass and what overlapping saves or costs)"
+        )
+    report["phases_ms_per_vector_step"] = {name: 1e3 * value for name, value in per_step.items()}
+    write()
+    if not settings.evaluate:
+        return
+    tick = time.perf_counter()
+    jax.block_until_ready(programs["evaluate"](state))
+    eval_seconds = time.perf_counter() - tick
+    eval_steps = members * train.eval_episodes * env.episode_length
+    report["evaluation"] = {
+        "episodes": train.eval_episodes,
+        "env_steps": eval_steps,
+        "seconds": eval_seconds,
+        "env_steps_per_s": eval_steps / eval_seconds,
+    }
+
+
+def measure(
+    config: RunConfig,
+    profile: str,
+    settings: ProfileSettings,
+    out: str | Path | None = None,
+    baseline_env_overrides: tuple[str, ...] = (),
+) -> dict[str, Any]:
+    """The throughput report of `config` (see the module docstring); with
+    `baseline_env_overrides`, the same measurement of the config with those env overrides added
+    (e.g. MJX's own while-loop solver and 8 line-search iterations) goes under "baseline", with
+    the speed-up, so a change is measured side by side in one process."""
     measured = measurement_config(config, settings)
     train = measured.train
     report: dict[str, Any] = {
@@ -86,55 +183,25 @@ def measure(config: RunConfig, profile: str, settings: ProfileSettings, out: str
             "timed_chunks": settings.timed_chunks,
         },
         "compile_s": {},
+        "programs": {},
     }
 
     def write():
         if out is not None:
             Path(out).write_text(json.dumps(report, indent=2) + "\n")
 
-    tick = time.perf_counter()
-    built = build(measured)
-    env, trainer = built.env, built.trainer
-    members = len(built.members)
-    report["members"] = members
-    state = jax.block_until_ready(built.init_state())
-    report["init_s"] = time.perf_counter() - tick
-
-    explore, warmup = jax.device_put(True), jax.device_put(False)
-    tick = time.perf_counter()
-    chunk = trainer.chunk.lower(state, explore).compile()  # warm-up and training share it
-    report["compile_s"]["chunk"] = time.perf_counter() - tick
-    write()
-    tick = time.perf_counter()
-    evaluate = trainer.evaluate.lower(state).compile()
-    report["compile_s"]["evaluate"] = time.perf_counter() - tick
-    write()
-
-    state, _ = jax.block_until_ready(chunk(state, warmup))
-    state, _ = jax.block_until_ready(chunk(state, explore))  # first run: allocation, caches
-    seconds = []
-    for _ in range(settings.timed_chunks):
-        tick = time.perf_counter()
-        state, metrics = chunk(state, explore)
-        jax.block_until_ready((state, metrics))
-        seconds.append(time.perf_counter() - tick)
-    median = statistics.median(seconds)
-    report["chunk_seconds"] = seconds
-    report["steady_state"] = {  # all members together
-        "env_steps_per_s": members * train.chunk_steps / median,
-        "updates_per_s": members * report["measure"]["updates_per_chunk"] / median,
-        "seconds_per_chunk": median,
-    }
-    tick = time.perf_counter()
-    jax.block_until_ready(evaluate(state))
-    eval_seconds = time.perf_counter() - tick
-    eval_steps = members * train.eval_episodes * env.episode_length
-    report["evaluation"] = {
-        "episodes": train.eval_episodes,
-        "env_steps": eval_steps,
-        "seconds": eval_seconds,
-        "env_steps_per_s": eval_steps / eval_seconds,
-    }
+    _measure_one(config, settings, report, write)
+    if baseline_env_overrides:
+        overrides = (*config.train.env_overrides, *baseline_env_overrides)
+        baseline_config = dataclasses.replace(config, train=dataclasses.replace(config.train, env_overrides=overrides))
+        baseline: dict[str, Any] = {"env_overrides": list(overrides), "compile_s": {}, "programs": {}}
+        report["baseline"] = baseline
+        _measure_one(baseline_config, settings, baseline, write)
+        report["speedup_vs_baseline"] = {
+            name: baseline["phases_ms_per_vector_step"][name] / report["phases_ms_per_vector_step"][name]
+            for name in ("total", "env_step", "gradient_steps")
+            if name in report["phases_ms_per_vector_step"]
+        }
     report["memory"] = _peak_memory()
     write()
     return report
@@ -180,22 +247,17 @@ def measure_seed_scaling(
         if out is not None:
             Path(out).write_text(json.dumps(report, indent=2) + "\n")
 
-    explore, warmup = jax.device_put(True), jax.device_put(False)
     for count in counts:
         seeded = dataclasses.replace(config, train=dataclasses.replace(config.train, num_seeds=count, sweep=()))
         measured = measurement_config(seeded, settings)
         built = build(measured)
         state = jax.block_until_ready(built.init_state())
         tick = time.perf_counter()
-        chunk = built.trainer.chunk.lower(state, explore).compile()
+        chunk = built.trainer.train_chunk.lower(state).compile()
         compile_s = time.perf_counter() - tick
-        state, _ = jax.block_until_ready(chunk(state, warmup))
-        state, _ = jax.block_until_ready(chunk(state, explore))
-        seconds = []
-        for _ in range(settings.timed_chunks):
-            tick = time.perf_counter()
-            state = jax.block_until_ready(chunk(state, explore))[0]
-            seconds.append(time.perf_counter() - tick)
+        state, _ = jax.block_until_ready(built.trainer.warmup_chunk(state))
+        state, _ = jax.block_until_ready(chunk(state))
+        state, seconds = _timed(chunk, state, settings.timed_chunks)
         median = statistics.median(seconds)
         chunk_steps = measured.train.chunk_steps
         row = {

@@ -10,7 +10,8 @@ Reads run directories from disk only (it never imports the training loop or JAX)
   RUN_DIR/visits.jsonl  per member per recorded visit: {"env_steps", "member", "seed", "label",
                          "state": {"x_position", ...}} (only `plot_exploration` reads it)
 
-The task of a run is `config.train.env`; the method of a member is its label, so members with the
+The task of a member is its "task" in config.json (runs that train several tasks, `--tasks`), else
+the run's `config.train.env`; the method of a member is its label, so members with the
 same label are seeds of one configuration, and several run directories (one per algorithm, per
 task, or per batch of seeds) may fill one table. A seed is identified by the member's "seed".
 
@@ -167,8 +168,9 @@ def _load_run(run_dir: Path, notes: list[str]) -> list[_SeedCurve]:
             continue
         steps = np.array(sorted(points[index]), dtype=np.int64)
         returns = np.array([points[index][step] for step in steps], dtype=np.float64)
+        member_task = str(member.get("task") or task)  # runs that train several tasks name each member's
         curves.append(
-            _SeedCurve(task, str(member["label"]), int(member["seed"]), str(run_dir), index, steps, returns)
+            _SeedCurve(member_task, str(member["label"]), int(member["seed"]), str(run_dir), index, steps, returns)
         )
     return curves
 

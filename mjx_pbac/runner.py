@@ -51,20 +51,25 @@ class Built(NamedTuple):
     algorithm: Algorithm
     trainer: Trainer
     members: list[Member]
+    task_params: dict[str, Any]
+    """Task name -> its constants (`env.task_params()`, None for envs without them)."""
 
     def init_state(self):
         """The members' initial training state (leading axis M)."""
-        return self.trainer.init(*member_inputs(self.algorithm, [(m.seed, m.config) for m in self.members]))
+        pairs = [(m.seed, m.config) for m in self.members]
+        tasks = [self.task_params[m.task] for m in self.members]
+        return self.trainer.init(*member_inputs(self.algorithm, pairs, tasks))
 
 
 def build(config: RunConfig, donate: bool = True) -> Built:
     """Env, algorithm, jitted trainer and members of `config`; raises ValueError/TypeError for a
-    bad env name, override or sweep."""
-    env = envs.make(config.train.env, **parse_overrides(config.train.env_overrides))
+    bad env name, override, task or sweep."""
+    names = config.train.task_names
+    env, params = envs.make_family(names, **parse_overrides(config.train.env_overrides))
     members = expand_members(config)
     algorithm = make_algorithm(config, env.observation_size, env.action_size)
     trainer = make_trainer(config.train, env, algorithm, donate=donate)
-    return Built(env, algorithm, trainer, members)
+    return Built(env, algorithm, trainer, members, dict(zip(names, params)))
 
 
 
@@ -143,7 +148,8 @@ def train(config: RunConfig | None, profile: str = "custom", resume_dir: str | P
             "algorithm": config.algo,
             "config": config_to_dict(config),
             "members": [
-                {"index": m.index, "seed": m.seed, "label": m.label, "overrides": m.overrides} for m in built.members
+                {"index": m.index, "seed": m.seed, "label": m.label, "task": m.task, "overrides": m.overrides}
+                for m in built.members
             ],
             "env_config": dataclasses.asdict(env.config) if dataclasses.is_dataclass(getattr(env, "config", None)) else {},
             "effective_steps": built.trainer.schedule.as_steps(),
@@ -229,7 +235,7 @@ class _Run:
             saved = checkpoint.list_checkpoints(self.checkpoint_dir)
             keep = f"the last good checkpoint is {saved[-1]}" if saved else "no checkpoint was written before it"
             where = "; ".join(
-                f"{name} in " + ", ".join(f"{self.members[i].label} seed {self.members[i].seed}" for i in members)
+                f"{name} in " + ", ".join(self._member_name(self.members[i]) for i in members)
                 for name, members in sorted(bad.items())
             )
             raise TrainingDiverged(
@@ -250,7 +256,7 @@ class _Run:
         records = []
         for member in self.members:
             i = member.index
-            record = {"env_steps": env_steps, "member": i, "seed": member.seed, "label": member.label}
+            record = {"env_steps": env_steps, "member": i, "seed": member.seed, "label": member.label, "task": member.task}
             record["phase"] = "warmup" if warmup else "train"
             episodes = int(metrics["episodes"][i])
             record["episodes"] = episodes
@@ -277,6 +283,11 @@ class _Run:
             progress.message(f"compiled and ran the first chunk in {seconds:.1f} s")
         return state, chunk
 
+    def _member_name(self, member: Member) -> str:
+        """"pbac seed 3", or "ant_delayed pbac seed 3" when the run trains several tasks."""
+        task = f"{member.task} " if len(self.train.task_names) > 1 else ""
+        return f"{task}{member.label} seed {member.seed}"
+
     def _visit_records(self, visits: dict[str, np.ndarray], start_steps: int) -> list[dict]:
         """Records for the vector steps of this chunk that cross a multiple of visit_interval."""
         interval = self.train.visit_interval
@@ -290,6 +301,7 @@ class _Run:
                 "member": m.index,
                 "seed": m.seed,
                 "label": m.label,
+                "task": m.task,
                 "state": {name: float(value[m.index, j]) for name, value in visits.items()},
             }
             for j in crossed
@@ -308,6 +320,7 @@ class _Run:
                     "member": m.index,
                     "seed": m.seed,
                     "label": m.label,
+                    "task": m.task,
                     "return_mean": float(returns[m.index].mean()),
                     "return_std": float(returns[m.index].std()),
                     "length_mean": float(lengths[m.index].mean()),
@@ -338,7 +351,7 @@ class _Run:
             "final_eval": {
                 "env_steps": last_step,
                 "return_mean": float(np.mean([e["return_mean"] for e in final])),
-                "per_member": [{k: e[k] for k in ("member", "seed", "label", "return_mean")} for e in final],
+                "per_member": [{k: e.get(k) for k in ("member", "seed", "label", "task", "return_mean")} for e in final],
             }
             if final
             else None,

@@ -279,7 +279,13 @@ def test_profile_command_writes_a_throughput_report(tmp_path):
     report = json.loads(out.read_text())
     assert report["device"]["platform"] == jax.devices()[0].platform
     assert report["measure"] == {"chunk_env_steps": 50, "vector_steps_per_chunk": 50, "updates_per_chunk": 50, "timed_chunks": 2}
-    assert set(report["compile_s"]) == {"chunk", "evaluate"}
+    assert set(report["compile_s"]) == {"train", "warmup", "update", "evaluate"}
+    train = report["programs"]["train_chunk"]
+    assert train["data_dependent_loops"] == 0 and train["conditionals"] == 0
+    assert train["executed_ops_per_vector_step"] > report["programs"]["warmup_chunk"]["executed_ops_per_vector_step"]
+    phases = report["phases_ms_per_vector_step"]
+    assert phases["total"] == pytest.approx(phases["env_step"] + phases["gradient_steps"] + phases["rest"])
+    assert phases["env_step"] > 0 and phases["gradient_steps"] > 0
     steady = report["steady_state"]
     assert steady["updates_per_s"] == pytest.approx(steady["env_steps_per_s"])  # 1 update per env step
     assert len(report["chunk_seconds"]) == 2 and report["memory"]["host_peak_rss_mib"] > 0

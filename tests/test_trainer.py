@@ -14,6 +14,7 @@ import pytest
 import envs
 from mjx_pbac import replay
 from mjx_pbac.config import PBACConfig, TrainConfig
+from mjx_pbac.hlo import program_stats
 from mjx_pbac.loop import make_trainer, member_inputs, redraw_heads
 from mjx_pbac.pbac import make_pbac
 from tests.probe_envs import CountingEnv, value_batch
@@ -186,7 +187,11 @@ def test_chunks_compile_once_and_stay_on_device():
         for _ in range(3):
             state, metrics = trainer.train_chunk(state)
         result = trainer.evaluate(state)
-    assert trainer.chunk._cache_size() == 1  # warm-up and training share one program
+    # One program each for warm-up and training, each compiled once; neither branches on data.
+    assert trainer.warmup_chunk._cache_size() == 1 and trainer.train_chunk._cache_size() == 1
+    for chunk in (trainer.warmup_chunk, trainer.train_chunk):
+        stats = program_stats(chunk.lower(state).compile())
+        assert stats["data_dependent_loops"] == 0 and stats["conditionals"] == 0, stats
     chex.assert_shape(result["returns"], (1, 2))
     assert np.isfinite(float(metrics["critic_loss"][0]))
     assert int(state.env_steps[0]) == 160

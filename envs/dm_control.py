@@ -209,11 +209,9 @@ class CartpoleSwingupSparse(DMControlTask):
         self._pole = self._mj_model.body("pole_1").id
 
     def sample_initial_state(self, rng: jax.Array) -> tuple[mjx.Data, dict]:
-        pos_key, vel_key = jax.random.split(rng)
-        noise = 0.01 * jax.random.normal(pos_key, (2,))
-        qpos = jp.array([0.0, math.pi]) + noise
-        qvel = 0.01 * jax.random.normal(vel_key, (2,))
-        return self.data_from_state(qpos, qvel), {}
+        noise = 0.01 * jax.random.normal(rng, (4,))  # one draw: slider, hinge, their velocities
+        qpos = jp.array([0.0, math.pi]) + noise[:2]
+        return self.data_from_state(qpos, noise[2:]), {}
 
     def pole_angle_cosine(self, data: mjx.Data) -> jax.Array:
         return data.xmat[self._pole, 2, 2]
@@ -300,11 +298,11 @@ class ReacherHard(DMControlTask):
         self._wrist_range = tuple(float(v) for v in model.jnt_range[wrist])
 
     def sample_initial_state(self, rng: jax.Array) -> tuple[mjx.Data, dict]:
-        shoulder_key, wrist_key, angle_key, radius_key = jax.random.split(rng, 4)
-        shoulder = jax.random.uniform(shoulder_key, (), minval=-math.pi, maxval=math.pi)
-        wrist = jax.random.uniform(wrist_key, (), minval=self._wrist_range[0], maxval=self._wrist_range[1])
-        angle = jax.random.uniform(angle_key, (), minval=0.0, maxval=2 * math.pi)
-        radius = jax.random.uniform(radius_key, (), minval=0.05, maxval=0.20)
+        # One draw for all four (a reset is computed every step; each draw is a GPU kernel):
+        # shoulder, wrist, target angle, target radius.
+        low = jp.array([-math.pi, self._wrist_range[0], 0.0, 0.05])
+        high = jp.array([math.pi, self._wrist_range[1], 2 * math.pi, 0.20])
+        shoulder, wrist, angle, radius = jax.random.uniform(rng, (4,), minval=low, maxval=high)
         target = jp.stack([radius * jp.sin(angle), radius * jp.cos(angle)])
         return self.data_from_state(jp.stack([shoulder, wrist]), jp.zeros(2)), {"target": target}
 

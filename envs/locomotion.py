@@ -163,17 +163,19 @@ class Locomotion(MjxEnv):
         return self._task.action_cost_weight * jp.sum(jp.square(action))
 
     def sample_initial_state(self, rng: jax.Array) -> tuple[jax.Array, jax.Array]:
-        """(qpos, qvel) at reset: qpos0 plus uniform noise, zero velocity plus `initial_velocity_noise`."""
-        nq = self._mj_model.nq
-        scale = self.config.reset_noise_scale
-        rng_pos, rng_vel = jax.random.split(rng)
-        qpos = self._mjx_model.qpos0 + jax.random.uniform(rng_pos, (nq,), minval=-scale, maxval=scale)
-        return qpos, self.initial_velocity_noise(rng_vel)
+        """(qpos, qvel) at reset: qpos0 plus uniform noise, zero velocity plus `initial_velocity_noise`.
 
-    def initial_velocity_noise(self, rng: jax.Array) -> jax.Array:
-        """qvel at reset: uniform in +-reset_noise_scale (v4's Hopper and Humanoid)."""
-        scale = self.config.reset_noise_scale
-        return jax.random.uniform(rng, (self._mj_model.nv,), minval=-scale, maxval=scale)
+        All of it comes from one draw of nq + nv uniforms in (-1, 1): a reset is computed on
+        every step (`envs.wrappers`), and each random draw is a kernel of its own on a GPU."""
+        nq, nv = self._mj_model.nq, self._mj_model.nv
+        unit = jax.random.uniform(rng, (nq + nv,), minval=jp.nextafter(-1.0, 0.0), maxval=1.0)
+        qpos = self._mjx_model.qpos0 + self.config.reset_noise_scale * unit[:nq]
+        return qpos, self.initial_velocity_noise(unit[nq:])
+
+    def initial_velocity_noise(self, unit: jax.Array) -> jax.Array:
+        """qvel at reset from uniforms in (-1, 1): uniform in +-reset_noise_scale (v4's Hopper and
+        Humanoid)."""
+        return self.config.reset_noise_scale * unit
 
     # -- reward and termination ---------------------------------------------------------------
     def reward(self, prev_data: mjx.Data, data: mjx.Data, action: jax.Array) -> jax.Array:
@@ -257,9 +259,10 @@ class Ant(Locomotion):
     def forward_position(self, data: mjx.Data) -> jax.Array:
         return data.xpos[self._torso, 0]
 
-    def initial_velocity_noise(self, rng: jax.Array) -> jax.Array:
-        # v4's Ant: qvel = scale * standard normal (qpos noise uniform, as the others).
-        return self.config.reset_noise_scale * jax.random.normal(rng, (self._mj_model.nv,))
+    def initial_velocity_noise(self, unit: jax.Array) -> jax.Array:
+        # v4's Ant: qvel = scale * standard normal (qpos noise uniform, as the others); a uniform
+        # u in (-1, 1) gives sqrt(2) erfinv(u) ~ N(0, 1), as `jax.random.normal` computes it.
+        return self.config.reset_noise_scale * jp.sqrt(2.0) * jax.scipy.special.erfinv(unit)
 
 
 class Hopper(Locomotion):

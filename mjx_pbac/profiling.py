@@ -127,7 +127,7 @@ def _measure_one(config: RunConfig, settings: ProfileSettings, report: dict[str,
     report["chunk_seconds"] = train_seconds
     report["steady_state"] = {  # all members together
         "env_steps_per_s": members * train.chunk_steps / median,
-        "updates_per_s": members * report["measure"]["updates_per_chunk"] / median,
+        "updates_per_s": members * iterations * train.updates_per_step / median,
         "seconds_per_chunk": median,
     }
     per_step = {"total": median / iterations}

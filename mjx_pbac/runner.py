@@ -168,7 +168,7 @@ class _Run:
         self.schedule = self.trainer.schedule
         self.checkpoint_dir = run_dir / "checkpoints"
         self.last_eval: float | None = None
-        self.first_chunk = True  # the first chunk of this process includes compilation
+        self.called: set[str] = set()  # programs run by this process: a first call includes its compile
 
     def execute(self) -> Path:
         state = self.built.init_state()
@@ -227,7 +227,8 @@ class _Run:
         state, metrics = function(state)
         metrics = jax.device_get(metrics)  # the one host transfer per chunk (it also waits for it)
         seconds = time.perf_counter() - tick
-        first_call, self.first_chunk = self.first_chunk, False
+        first_call = name not in self.called
+        self.called.add(name)
         chunk += 1
         env_steps = chunk * self.schedule.chunk_env_steps
         bad = non_finite_metrics(metrics)
@@ -280,7 +281,8 @@ class _Run:
                 phase="warmup" if warmup else "train",
             )
         else:
-            progress.message(f"compiled and ran the first chunk in {seconds:.1f} s")
+            what = "warm-up" if warmup else "training"
+            progress.message(f"compiled and ran the first {what} chunk in {seconds:.1f} s")
         return state, chunk
 
     def _member_name(self, member: Member) -> str:

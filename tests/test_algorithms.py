@@ -42,6 +42,7 @@ def _tiny_widths(algo):
     return flags
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("algo", ALGORITHMS)
 def test_every_algorithm_trains_on_an_mjx_env_through_the_command(algo, tmp_path):
     """MJX cartpole swing-up (sparse), 2 instances, 100 warm-up + 100 training steps, then a full

@@ -27,6 +27,7 @@ def device_put_replicated_shim(monkeypatch):
     monkeypatch.setattr(jax, "device_put_replicated", device_put_replicated, raising=False)
 
 
+@pytest.mark.slow
 def test_brax_ppo_trains_a_few_iterations_on_ant_delayed():
     env = envs.make("ant_delayed")
     progress = []

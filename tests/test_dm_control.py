@@ -79,6 +79,7 @@ PHYSICS_BOUNDS = {  # max |difference| (qpos, qvel) after one control step; meas
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", TASKS)
 def test_one_mjx_step_follows_c_mujoco(name):
     deviation = one_step_deviation(envs.make(name), name)

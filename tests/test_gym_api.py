@@ -258,6 +258,7 @@ def test_every_env_has_an_id_and_registering_is_idempotent() -> None:
     assert spec.kwargs == {"env": "chain"}
 
 
+@pytest.mark.slow
 def test_make_vec_through_registered_ids() -> None:
     # The chain through the default mode and the "module:id" form; kwargs reach the config.
     vec = gymnasium.make_vec("envs:mjx_pbac/chain-v0", num_envs=NUM_ENVS, seed=0, **CHAIN)

@@ -133,6 +133,7 @@ DEVIATION_BOUNDS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("robot", sorted(DEVIATION_BOUNDS))
 def test_one_step_physics_deviation_from_c_mujoco_is_bounded(robot):
     measured = one_step_deviation(envs.make(robot), num_states=12, seed=0)

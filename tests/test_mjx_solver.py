@@ -29,6 +29,7 @@ def test_scan_while_equals_a_python_while_loop_including_the_cap():
     assert stats["data_dependent_loops"] == 0 and stats["conditionals"] == 0
 
 
+@pytest.mark.slow
 def test_fixed_trip_solve_equals_mjx_while_loop_on_ant_contacts():
     """Four Ant instances dropped onto the floor (contacts, active constraints), 3 env steps of 5
     RK4 substeps: the fixed-trip solve and MJX's own give the same qpos and qvel, bit for bit."""
@@ -49,6 +50,7 @@ def test_fixed_trip_solve_equals_mjx_while_loop_on_ant_contacts():
     np.testing.assert_array_equal(np.asarray(a.qvel), np.asarray(b.qvel))
 
 
+@pytest.mark.slow
 def test_training_env_step_has_no_data_dependent_loop_or_branch():
     env = envs.make("ant")
     batched = envs.wrap_for_training(env, 2)
@@ -61,6 +63,7 @@ def test_training_env_step_has_no_data_dependent_loop_or_branch():
     assert stats_own["data_dependent_loops"] > 0  # MJX's own solve: the check above can fail
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["hopper", "humanoid", "ball_in_cup_catch"])
 def test_light_reset_state_steps_exactly_like_a_full_forward_pass(name):
     """A reset computes kinematics, centres of mass, velocities and actuation, but no collision

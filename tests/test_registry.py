@@ -53,6 +53,7 @@ def _chunk_fn(env, variants):
     return jax.jit(batched.reset), chunk
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("robot", FAMILIES)
 def test_registered_envs_jit_once_vmap_and_stay_finite(robot):
     """Every registered env: jits, vmaps over 64 instances, right sizes, finite for 100 steps.

@@ -275,7 +275,8 @@ def test_every_profile_loads_and_paper_profiles_carry_spec_hyperparameters(capsy
 
 def test_profile_command_writes_a_throughput_report(tmp_path):
     out = tmp_path / "profile.json"
-    cli.main(["profile", "--profile", "chain", "--measure-steps", "50", "--timed-chunks", "2", "--out", str(out)])
+    cli.main(["profile", "--profile", "chain", "--measure-steps", "50", "--timed-chunks", "2", "--out", str(out),
+              "--baseline", "step_size=0.5"])
     report = json.loads(out.read_text())
     assert report["device"]["platform"] == jax.devices()[0].platform
     assert report["measure"] == {"chunk_env_steps": 50, "vector_steps_per_chunk": 50, "updates_per_chunk": 50, "timed_chunks": 2}
@@ -288,4 +289,8 @@ def test_profile_command_writes_a_throughput_report(tmp_path):
     assert phases["env_step"] > 0 and phases["gradient_steps"] > 0
     steady = report["steady_state"]
     assert steady["updates_per_s"] == pytest.approx(steady["env_steps_per_s"])  # 1 update per env step
+    # The baseline (another env setting) is measured the same way in the same process.
+    assert report["baseline"]["env_overrides"] == ["step_size=0.5"]
+    assert set(report["baseline"]["phases_ms_per_vector_step"]) == set(phases)
+    assert report["speedup_vs_baseline"]["total"] > 0
     assert len(report["chunk_seconds"]) == 2 and report["memory"]["host_peak_rss_mib"] > 0

@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# Prepares .whl/ (git-ignored) for a lent GPU machine, which has no registry access and its own
+# CUDA jax: every package of this project's dependency closure (as installed in this venv, exact
+# versions) that the machine's image lacks, as Python 3.12 x86-64 wheels. Run here, from the repo
+# root, with the project's venv active; then carry `.whl` in the device call (benchmarks/gpu_setup.sh
+# installs them there). The image's package names are those listed in the device tool's KINDS.md.
+# dm-control's wheel (56 MB) would break the 64 MiB a device call may carry, and the DM Control
+# tasks read only its suite's XML files (envs/dm_control.py): a slim wheel of those files
+# (~0.4 MB) stands in for it, and its own dependencies are left out.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+python3 - > /tmp/gpu_wheels.txt <<'PY'
+import importlib.metadata as md
+import re
+
+from packaging.requirements import Requirement
+
+ON_IMAGE = set("""
+absl-py accelerate aiofiles aiohappyeyeballs aiohttp aiosignal annotated-doc anyio attrs botorch build
+certifi charset-normalizer chex click cloudpickle cmake colorama contourpy coverage cycler cython
+diffrax einops equinox etils filelock flatbuffers flax fonttools frozenlist fsspec grpcio h11 h5py
+httpcore httpx humanize idna imageio iniconfig jax jaxlib jaxtyping jinja2 joblib kiwisolver lxml
+markdown markdown-it-py markupsafe matplotlib mdurl ml-dtypes msgpack multidict networkx numpy optax
+opt-einsum orbax-checkpoint packaging pandas pillow pip pluggy prometheus-client propcache protobuf
+psutil pyarrow pygments pyparsing python-dateutil pyyaml regex requests rich safetensors scipy setuptools
+simplejson six tensorstore toolz tqdm treescope typing-extensions urllib3 uvloop werkzeug wheel wrapt
+""".split())
+
+
+def key(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+seen, todo = {}, ["mjx-pbac"]
+while todo:
+    name = todo.pop()
+    if key(name) in seen:
+        continue
+    try:
+        dist = md.distribution(name)
+    except md.PackageNotFoundError:
+        continue
+    seen[key(name)] = dist.version
+    for line in dist.requires or []:
+        requirement = Requirement(line)
+        if requirement.marker is None or requirement.marker.evaluate({"extra": ""}):
+            todo.append(requirement.name)
+# Needed only by the full dm-control package (the slim wheel below replaces it).
+DM_CONTROL_ONLY = {"dm-control", "dm-env", "dm-tree", "glfw", "labmaze", "pyopengl"}
+for name, version in sorted(seen.items()):
+    if name not in ON_IMAGE | DM_CONTROL_ONLY and name != "mjx-pbac":
+        print(f"{name}=={version}")
+PY
+mkdir -p .whl
+python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+  --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_17_x86_64 \
+  --platform manylinux2014_x86_64 --platform manylinux1_x86_64 -d .whl -r /tmp/gpu_wheels.txt
+python3 - <<'PY'
+# The slim dm-control wheel: its suite's XML files, an empty package, a minimal dist-info.
+import importlib.metadata as md
+import pathlib
+import zipfile
+
+dist = md.distribution("dm-control")
+root = pathlib.Path(dist.locate_file("dm_control"))
+name = f"dm_control-{dist.version}"
+files = {"dm_control/__init__.py": b"", "dm_control/suite/__init__.py": b""}
+for path in sorted((root / "suite").rglob("*.xml")):
+    files[str(path.relative_to(root.parent))] = path.read_bytes()
+files[f"{name}.dist-info/METADATA"] = f"Metadata-Version: 2.1\nName: dm_control\nVersion: {dist.version}\nSummary: dm_control's suite XML files only (mjx-pbac GPU runs)\n".encode()
+files[f"{name}.dist-info/WHEEL"] = b"Wheel-Version: 1.0\nGenerator: mjx-pbac\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+record = "".join(f"{path},,\n" for path in files) + f"{name}.dist-info/RECORD,,\n"
+files[f"{name}.dist-info/RECORD"] = record.encode()
+with zipfile.ZipFile(f".whl/{name}-py3-none-any.whl", "w", zipfile.ZIP_DEFLATED) as wheel:
+    for path, data in files.items():
+        wheel.writestr(path, data)
+PY
+grep -qx "/.whl/" .gitignore || echo "/.whl/ must stay ignored" >&2
+du -sh .whl && ls .whl

@@ -14,9 +14,10 @@ traced at `TrainConfig.matmul_precision` (float32 by default: the authors' PyTor
 physics' accuracy; see the README).
 
 Members: a run trains M independent members (seeds, crossed with the points of a hyperparameter
-sweep) as a vmapped leading axis of the whole training state, in one program. Each member has its
-own key (from its seed), so its initialisation, bootstrap masks, exploration and env noise are its
-own; its numeric hyperparameters are traced values in its agent state (`Algorithm.hyperparams`).
+sweep and with the tasks of one robot) as a vmapped leading axis of the whole training state, in
+one program. Each member has its own key (from its seed), so its initialisation, bootstrap masks,
+exploration and env noise are its own; its numeric hyperparameters are traced values in its
+agent state (`Algorithm.hyperparams`), and its task's reward constants in `TrainState.task`.
 
 Posterior sampling (SPEC 2.4): instance n follows head `active_head[n]`, redrawn uniformly at the
 first step of each of its episodes and whenever its step counter (global, not reset by episodes)

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import dataclasses
 import sys
+import typing
 from typing import Annotated, Any, Literal
 
 import tyro
@@ -209,10 +210,8 @@ def _with_task_profiles(config, rest: list[str], prog: str, wrapper: type | None
     """`config` whose extra tasks (`--tasks`) take the sweepable knobs of their own profiles
     (with the same command-line options), e.g. ant_very_delayed's prior variance 5.0; prints
     what it set. Tasks without a profile keep the run's values."""
-    from mjx_pbac.config import merge_task_configs, profile_names
-
     import envs
-    from mjx_pbac.config import parse_overrides as parse
+    from mjx_pbac.config import merge_task_configs, parse_overrides as parse, profile_names
 
     run = config.run if wrapper is not None else config
     tasks = [task for task in run.train.tasks if task in profile_names()]
@@ -419,7 +418,7 @@ def table_command(argv: list[str]) -> None:
         raise SystemExit(f"error: unknown block {block!r}; valid: {', '.join(BLOCKS)}")
     task_names = BLOCKS[block] if block else tuple(t.strip() for t in tasks.split(",") if t.strip())
     algo_names = tuple(a.strip() for a in (algos or ",".join(PAPER_ALGOS)).split(",") if a.strip())
-    valid_algos = ("pbac", "sac", "bootdqn_p", "drnd", "ben")
+    valid_algos = typing.get_args(typing.get_type_hints(RunConfig)["algo"])
     unknown = [a for a in algo_names if a not in valid_algos]
     if unknown or not algo_names:
         raise SystemExit(f"error: unknown algorithm(s) {', '.join(unknown) or '(none given)'}; valid: {', '.join(valid_algos)}")

@@ -8,6 +8,12 @@ unchanged. Conventions (SPEC section 1):
 - `State.done` means *terminated* (a true terminal state: do not bootstrap). Truncation at the
   episode limit is added by `envs.wrappers.EpisodeAutoReset` as `info["truncation"]`;
 - `episode_length` is the env's own time limit (1000 for the MuJoCo tasks).
+
+Optional, for tasks that share a robot and differ only in constants (the locomotion reward
+variants): the env's config class names those fields in `TASK_FIELDS`, `task_params()` returns
+them as a pytree of arrays, and `with_task(params)` returns the same env using `params` (which
+may be traced). `envs.make_family` then runs such tasks as members of one program; an env
+without them trains one task per run.
 """
 
 from __future__ import annotations

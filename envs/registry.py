@@ -100,8 +100,6 @@ def make(name: str, **overrides: Any) -> Env:
     return _spec(name).env_class(config_of(name, **overrides))
 
 
-
-
 def make_family(names: list[str] | tuple[str, ...], **overrides: Any) -> tuple[Env, list[Any]]:
     """One env that simulates every task in `names`, and each task's constants: the tasks of one
     robot (e.g. ant, ant_delayed, ant_very_delayed) as members of one compiled program.

@@ -17,8 +17,8 @@ branch would cost a device-to-host round trip per step on a GPU. It is cheap by 
 an MJX env's reset samples a state and computes only what its first observation reads
 (`MjxEnv.data_from_state`: kinematics, no collision, no constraint solve), since the next
 physics step recomputes everything else from qpos and qvel; so a step that does not end an
-episode pays a few random draws and a kinematics pass, not a forward pass (measured in the
-README: ~1,300 of Ant's ~18,000 ops per step before, ~200 now).
+episode pays one random draw and a kinematics pass, not a forward pass (measured on the CPU,
+README: 374 of Ant's 17,124 executed ops per step; `benchmarks/env_ops.py`).
 
 Both flags describe the transition just taken, so a replay buffer stores
 (obs, action, reward, info["final_obs"], done, info["truncation"]).

@@ -175,3 +175,48 @@ def test_table_runs_each_algorithm_resumes_and_refuses_a_changed_command(tmp_pat
 def test_table_errors_name_what_is_wrong(args, message):
     with pytest.raises(SystemExit, match=message):
         cli.main(args)
+
+
+def test_table1_plans_one_program_per_robot_and_dm_control_task():
+    """The paper's Table 1 for two algorithms: the 8 MuJoCo tasks in 3 programs per algorithm
+    (one per robot, each task with its own profile's per-task values), the 3 DM Control tasks in
+    a program each."""
+    from mjx_pbac.table import BLOCKS, plan
+
+    configs = {}
+    for algo in ("pbac", "bootdqn_p"):
+        for task in BLOCKS["table1"]:
+            config = load_profile(task)
+            configs[(algo, task)] = dataclasses.replace(config, algo=algo)
+    programs = plan(configs)
+    assert [(p.algo, p.tasks) for p in programs if p.algo == "pbac"] == [
+        ("pbac", ("ball_in_cup_catch",)), ("pbac", ("cartpole_swingup_sparse",)), ("pbac", ("reacher_hard",)),
+        ("pbac", ("ant", "ant_delayed", "ant_very_delayed")), ("pbac", ("hopper", "hopper_delayed", "hopper_very_delayed")),
+        ("pbac", ("humanoid", "humanoid_delayed")),
+    ]
+    ant = next(p for p in programs if p.algo == "bootdqn_p" and p.tasks[0] == "ant")
+    members = {m.task: m.config for m in expand_members(ant.config)}
+    # BootDQN-P's per-task values (SPEC 3): ant 0.05 / 5 / 5.0, ant_delayed 0.1 / 1 / 1.0.
+    assert (members["ant"].bootstrap_rate, members["ant"].posterior_sampling_rate, members["ant"].prior_scale) == (0.05, 5, 5.0)
+    assert (members["ant_delayed"].bootstrap_rate, members["ant_delayed"].posterior_sampling_rate,
+            members["ant_delayed"].prior_scale) == (0.1, 1, 1.0)
+    assert len(plan(configs, group_tasks=False)) == 22
+
+
+def test_table_records_a_diverged_run_and_goes_on(tmp_path, monkeypatch, capsys):
+    from mjx_pbac import runner
+
+    real_train = runner.train
+
+    def diverging_pbac(config, profile="custom", resume_dir=None):
+        if config is not None and config.algo == "pbac":
+            raise runner.TrainingDiverged("training diverged (planted)")
+        return real_train(config, profile=profile, resume_dir=resume_dir)
+
+    monkeypatch.setattr(runner, "train", diverging_pbac)
+    out = tmp_path / "table"
+    cli.main(_chain_table(out, "--algos", "pbac,sac", "--seeds", "1"))
+    runs = json.loads((out / "table.json").read_text())["runs"]
+    assert [(r["algorithm"], r["status"]) for r in runs] == [("pbac", "diverged"), ("sac", "finished")]
+    assert "pbac on chain diverged, going on with the next run" in capsys.readouterr().err
+    assert (out / "report" / "results.md").is_file()

@@ -252,3 +252,22 @@ def test_each_loss_moves_only_its_own_parameters():
         _, other = updated(**{lr: 0.1})
         for name in ("critic_params", "target_critic_params", "actor_params", "log_alpha"):
             assert same(getattr(base, name), getattr(other, name)) == (name not in moved), (lr, name)
+
+
+def test_matmul_precision_reaches_every_matrix_product_of_the_chunk():
+    """float32 (the default) is written into the program's dot products; "default" leaves XLA's
+    choice (TF32 on recent NVIDIA GPUs), so the programs differ."""
+    env = envs.make("chain")
+    algorithm = make_pbac(SMALL, env.observation_size, env.action_size)
+    texts = {}
+    for precision in ("float32", "default"):
+        train = TrainConfig(
+            env="chain", total_steps=8, num_envs=1, batch_size=4, updates_per_step=1, buffer_size=16,
+            warmup_steps=4, chunk_steps=4, eval_interval=4, eval_episodes=1, checkpoint_interval=4,
+            matmul_precision=precision,
+        )
+        trainer = make_trainer(train, env, algorithm)
+        texts[precision] = trainer.train_chunk.lower(_one_member(trainer, algorithm)).as_text()
+    dots = [line for line in texts["float32"].splitlines() if "dot_general" in line]
+    assert dots and all("HIGHEST" in line for line in dots)
+    assert "HIGHEST" not in texts["default"]

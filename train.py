@@ -20,6 +20,9 @@ Other commands (`python train.py COMMAND --help`):
   table       every task x algorithm of a paper table block (dmc, dense, delayed, mujoco, table1)
               at the paper's budgets, seeds and same-robot tasks as members of one program,
               resumable, ending with the report.
+  probe       every algorithm on the deep-sea chain at several lengths (seeds and lengths as
+              members of one program per algorithm), resumable: seeds that reached the goal,
+              first visits, final greedy return, largest length solved, ensemble disagreement.
   bench-seeds N seeds as one vmapped program against N sequential runs (time, speed-up,
               device footprint), JSON report.
   report      the paper's tables (Markdown, LaTeX) and reward curves from finished runs, and
@@ -442,6 +445,117 @@ def table_command(argv: list[str]) -> None:
         raise SystemExit(f"error: {error}") from None
 
 
+PROBE_HELP = """usage: train.py probe [--algos V1,V2,...|all] [--lengths 10,20,30] [--seeds N] [--out DIR]
+                      [--profile deep_chain] [--train.KEY VALUE] [--ALGO.KEY VALUE] ...
+
+Trains every probe variant on the deep-sea chain (envs/deep_chain.py: a fixed random action sign
+per cell, so no constant action reaches the goal) at each length, the lengths x seeds as members
+of one program per variant, at the probe profile's settings (profiles/deep_chain.toml: one head
+per episode for the posterior-sampling methods, a stated initial temperature for soft actors).
+Writes DIR/probe.md and DIR/probe.json (per variant and length: seeds that reached the goal in
+training, first-visit step, final greedy return, seeds solved, ensemble disagreement; per variant
+the largest length solved in >= 8/10 seeds), DIR/probe_success.png and DIR/spread_position.png.
+Running the same command again continues: finished variants are skipped, interrupted ones
+resume; `train.py report DIR` rewrites the report.
+
+  --algos    comma-separated variants, or all (default): {variants}
+  --lengths  comma-separated integer chain lengths (default 10,20,30)
+  --seeds    seeds per length (default 10)
+  --out      the probe directory (default probes/<profile>)
+  --profile  the probe profile (default deep_chain)
+  any training option applies to every variant, e.g. --train.total-steps 5000 for a short trial.
+"""
+
+
+def probe_command(argv: list[str]) -> None:
+    import json
+
+    from mjx_pbac import runner
+    from mjx_pbac.checkpoint import CheckpointError
+    from mjx_pbac.config import parse_overrides as parse
+    from mjx_pbac.probe import DEFAULT_LENGTHS, VARIANTS, known_answers, task_name, variant_args, write_probe_report
+    from mjx_pbac.table import Program, run_table
+
+    if "-h" in argv or "--help" in argv:
+        print(PROBE_HELP.format(variants=", ".join(VARIANTS)))
+        return
+    algos, rest = _pop_option(argv, "--algos")
+    lengths_arg, rest = _pop_option(rest, "--lengths")
+    seeds, rest = _pop_option(rest, "--seeds")
+    out, rest = _pop_option(rest, "--out")
+    profile, rest = _pop_option(rest, "--profile")
+    profile = profile or "deep_chain"
+    names = list(VARIANTS) if algos in (None, "all") else [a.strip() for a in algos.split(",") if a.strip()]
+    unknown = [n for n in names if n not in VARIANTS]
+    if unknown or not names:
+        raise SystemExit(f"error: unknown probe variant(s) {', '.join(unknown) or '(none given)'}; valid: all, {', '.join(VARIANTS)}")
+    try:
+        lengths = sorted({int(x) for x in (lengths_arg or ",".join(map(str, DEFAULT_LENGTHS))).split(",") if x.strip()})
+    except ValueError:
+        raise SystemExit(f"error: --lengths takes comma-separated integers, e.g. 10,20,30,40; got {lengths_arg!r}") from None
+    if not lengths or min(lengths) < 2:
+        raise SystemExit(f"error: --lengths must be integers >= 2, got {lengths_arg!r}")
+    if any(arg in ("--algo", "--resume", "--tasks") or arg.startswith(("--algo=", "--train.env", "--train.tasks", "--tasks=")) for arg in rest):
+        raise SystemExit("error: probe chooses the algorithm, env and tasks of each run; use --algos and --lengths")
+    tasks = [task_name(length) for length in lengths]
+    length_args = ["--train.env", tasks[0], *(["--tasks", ",".join(tasks[1:])] if len(tasks) > 1 else [])]
+    base = _profile_config(profile, [*rest, "--seeds", seeds or "10"], prog=f"train.py probe (profile {profile})")
+    if not base.train.env.startswith("deep_chain"):
+        raise SystemExit(
+            f"error: profile {profile!r} trains env {base.train.env!r}, not a deep chain; the probe needs a profile "
+            "whose env is deep_chain (e.g. the default, deep_chain)"
+        )
+    out_dir = out or f"probes/{profile}"
+    programs = []
+    for name in names:
+        variant = VARIANTS[name]
+        args = [*rest, "--seeds", seeds or "10", "--algo", variant.algo, *variant_args(name, base), *length_args]
+        config = _profile_config(profile, args, prog=f"train.py probe (variant {name})")
+        _check_env(config)
+        programs.append(Program(variant.algo, tuple(tasks), config, label=name))
+    env_overrides = dict(parse(base.train.env_overrides))
+    try:
+        known = {str(length): known_answers(task_name(length), env_overrides) for length in lengths}
+    except ValueError as error:
+        raise SystemExit(f"error: the deep chain's known answers need x0 = 0 and an integer length: {error}") from None
+    plan = {
+        "profile": profile,
+        "lengths": lengths,
+        "seeds": programs[0].config.train.num_seeds,
+        "total_steps": programs[0].config.train.total_steps,
+        "variants": {name: VARIANTS[name].description for name in names},
+        "runs": {name: f"{out_dir}/runs/{name}" for name in names},
+        "known": known,
+        "device": runner.device_description()["device_kind"],
+        "command": "python train.py probe " + " ".join(argv),
+    }
+    from pathlib import Path
+
+    Path(out_dir).mkdir(parents=True, exist_ok=True)
+    plan_path = Path(out_dir) / "probe_plan.json"
+    if plan_path.is_file():
+        earlier = json.loads(plan_path.read_text())
+        plan["runs"] = {**earlier.get("runs", {}), **plan["runs"]}
+        plan["variants"] = {**earlier.get("variants", {}), **plan["variants"]}
+        if earlier.get("lengths") != lengths or earlier.get("seeds") != plan["seeds"]:
+            raise SystemExit(
+                f"error: {out_dir} holds a probe with lengths {earlier.get('lengths')} and {earlier.get('seeds')} seeds; "
+                "use another --out for other lengths or seeds"
+            )
+    plan_path.write_text(json.dumps(plan, indent=2) + "\n")
+    print(f"probe: {len(names)} variant(s) x {len(lengths)} length(s) x {plan['seeds']} seed(s), one program per variant -> {out_dir}", file=sys.stderr)
+
+    def report(run_dirs, directory):
+        written = write_probe_report(directory)
+        print(Path(written["markdown"]).read_text())
+        return written
+
+    try:
+        run_table(programs, out_dir, "probe", log=lambda text: print(text, file=sys.stderr), report=report)
+    except (runner.RunError, CheckpointError, ValueError) as error:
+        raise SystemExit(f"error: {error}") from None
+
+
 @dataclasses.dataclass(frozen=True)
 class ReportArgs:
     """The paper's tables (final episode reward and AULC, IQM [lower, upper] over seeds, bold by a
@@ -470,6 +584,19 @@ def report(args: ReportArgs) -> None:
         plots.append(ExplorationPlot(parts[0], parts[1], parts[2], phases=args.phases, member=args.member))
     if not args.run_dirs:
         raise SystemExit("error: give at least one run directory")
+    from pathlib import Path
+
+    probes = [d for d in args.run_dirs if (Path(d) / "probe_plan.json").is_file()]
+    if probes:  # a probe directory: its own report, written back into it
+        from mjx_pbac.probe import write_probe_report
+
+        if len(probes) != len(args.run_dirs):
+            raise SystemExit("error: give either probe directories or run directories, not both")
+        for directory in probes:
+            written = write_probe_report(directory)
+            print(Path(written["markdown"]).read_text())
+            print(f"wrote {written['markdown']}, {written['json']} and the figures in {directory}")
+        return
     try:
         written = write_report(list(args.run_dirs), args.out, exploration=plots or None)
     except ValueError as error:
@@ -513,17 +640,20 @@ def main(argv: list[str]) -> None:
     if command == "table":
         table_command(rest)
         return
+    if command == "probe":
+        probe_command(rest)
+        return
     if command.startswith("--"):
         train_command(argv)
         return
     if command not in COMMANDS:
         import difflib
 
-        close = difflib.get_close_matches(command, ["profile", "bench-seeds", "table", *COMMANDS], n=2)
+        close = difflib.get_close_matches(command, ["profile", "bench-seeds", "table", "probe", *COMMANDS], n=2)
         hint = f" (did you mean {', '.join(close)}?)" if close else ""
         raise SystemExit(
             f"error: unknown command {command!r}{hint}; train with `--profile NAME`, or use one of: "
-            f"profile, bench-seeds, table, {', '.join(COMMANDS)}"
+            f"profile, bench-seeds, table, probe, {', '.join(COMMANDS)}"
         )
     if command == "report":
         rest = _merge_repeated(rest, "--explore")

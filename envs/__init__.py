@@ -1,5 +1,6 @@
 """JAX-native environments for mjx-pbac: MJX locomotion (Gymnasium v4 semantics), DM Control's
-sparse tasks in MJX (DM Control semantics) and a chain probe.
+sparse tasks in MJX (DM Control semantics) and two chain probes (the continuous chain and its
+deep-sea variant, `deep_chain` and `deep_chain_<L>`).
 
 `envs.make(name, **overrides)` builds a registered env; `envs.registered_names()` lists them.
 The envs are Brax `Env`s and know nothing of the trainer in `mjx_pbac/`.
@@ -18,9 +19,10 @@ for _line in _captured.getvalue().splitlines():
 
 from envs.base import Env, MjxEnv, State  # noqa: E402
 from envs.chain import ChainConfig, ContinuousChain  # noqa: E402
+from envs.deep_chain import DeepChain, DeepChainConfig  # noqa: E402
 from envs.dm_control import BallInCupCatch, CartpoleSwingupSparse, DMControlConfig, ReacherHard  # noqa: E402
 from envs.locomotion import Ant, Hopper, Humanoid, LocomotionConfig  # noqa: E402
-from envs.registry import config_of, describe, make, make_family, register, registered_names  # noqa: E402
+from envs.registry import config_of, describe, make, make_family, register, register_family, registered_names  # noqa: E402
 from envs.wrappers import BatchedEnv, EpisodeAutoReset, wrap_for_training  # noqa: E402
 
 register("ant", Ant, "Gymnasium Ant-v4, dense reward")
@@ -43,12 +45,20 @@ register("cartpole_swingup_sparse", CartpoleSwingupSparse, "DM Control cartpole 
 register("ball_in_cup_catch", BallInCupCatch, "DM Control ball-in-cup catch, sparse reward (SPEC 1.2)")
 register("reacher_hard", ReacherHard, "DM Control reacher hard (target radius 0.015), sparse reward (SPEC 1.2)")
 register("chain", ContinuousChain, "Continuous chain: r_d near x = 0, r_g near x = L (SPEC 1.3)")
+register(
+    "deep_chain", DeepChain, "Deep-sea chain: a fixed random action sign per cell; no constant action reaches the goal"
+)
+register_family(
+    "deep_chain_", DeepChain, "length", "Deep-sea chain of length L = {value} (the maze of deep_chain)", placeholder="L"
+)
 
 __all__ = [
     "Ant",
     "BatchedEnv",
     "ChainConfig",
     "ContinuousChain",
+    "DeepChain",
+    "DeepChainConfig",
     "Env",
     "EpisodeAutoReset",
     "Hopper",
@@ -61,6 +71,7 @@ __all__ = [
     "make",
     "make_family",
     "register",
+    "register_family",
     "registered_names",
     "wrap_for_training",
 ]

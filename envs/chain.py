@@ -124,7 +124,8 @@ class ContinuousChain(Env):
 
     Observation: [2 x / L - 1], the position rescaled to [-1, 1] (shape (1,)).
     Action: shape (1,), in [-1, 1] (clipped).
-    Metrics: {"x_position": x after the step}.
+    Metrics: {"x_position": x after the step, "goal": 1.0 if that x is in the goal zone
+    x >= L - rho_g, else 0.0}; after a reset "goal" is 0.0 (no step has ended anywhere yet).
     """
 
     def __init__(self, config: ChainConfig | None = None):
@@ -156,7 +157,7 @@ class ContinuousChain(Env):
             obs=self._get_obs(x),
             reward=zero,
             done=zero,
-            metrics={"x_position": x},
+            metrics={"x_position": x, "goal": zero},
         )
 
     def step(self, state: State, action: jax.Array) -> State:
@@ -168,21 +169,28 @@ class ContinuousChain(Env):
             obs=self._get_obs(x),
             reward=self._get_reward(x, action),
             done=jp.zeros(()),
-            metrics={**state.metrics, "x_position": x},
+            metrics={**state.metrics, "x_position": x, "goal": self._in_goal(x)},
         )
 
     # -- pure helpers ---------------------------------------------------------------------
     def _get_obs(self, x: jax.Array) -> jax.Array:
         return jp.reshape(2.0 * x / self.config.length - 1.0, (1,))
 
+    def _goal_start(self) -> jax.Array | float:
+        """L - rho_g, the left edge of the goal zone (a subclass with per-member lengths traces it)."""
+        return self.config.goal_start
+
+    def _in_goal(self, x: jax.Array) -> jax.Array:
+        """1.0 where `x` is in the goal zone x >= L - rho_g, else 0.0 (float32)."""
+        return (x >= self._goal_start()).astype(jp.float32)
+
     def _get_reward(self, x: jax.Array, action: jax.Array) -> jax.Array:
         """Reward of a step that ends at `x` under the clipped `action` (shape (1,))."""
         cfg = self.config
         in_distractor = (x < cfg.distractor_radius).astype(jp.float32)
-        in_goal = (x >= cfg.goal_start).astype(jp.float32)
         return (
             cfg.distractor_reward * in_distractor
-            + cfg.goal_reward * in_goal
+            + cfg.goal_reward * self._in_goal(x)
             - cfg.action_cost_weight * jp.sum(jp.square(action))
         )
 

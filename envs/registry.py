@@ -4,6 +4,12 @@ Each registered name is an env class plus the overrides that turn its default co
 named task (the delay thresholds of SPEC 1.1). Overrides given to `make` are checked against the
 config dataclass: an unknown key, or a value of the wrong type, is an error that lists what is
 valid.
+
+A parametric family (`register_family`) adds the names `<prefix><N>` for every integer N, e.g.
+`deep_chain_30` for the deep chain with length 30.0: such a name resolves to an ordinary entry
+(its preset sets one config field to float(N)), so `make`, `config_of` and `make_family` treat it
+exactly as a registered name. `registered_names()` lists only the concrete names; `describe()`
+and the unknown-name error also show each family as `<prefix><N>`.
 """
 
 from __future__ import annotations
@@ -23,7 +29,19 @@ class EnvSpec(NamedTuple):
     description: str
 
 
+class FamilySpec(NamedTuple):
+    env_class: type
+    field: str
+    """The config field that the name's integer sets (as a float)."""
+    placeholder: str
+    """How `describe()` writes the integer, e.g. "L" in "deep_chain_<L>"."""
+    preset: dict[str, Any]
+    description: str
+    """One line; `{value}` in it is replaced by the integer of a concrete name."""
+
+
 _REGISTRY: dict[str, EnvSpec] = {}
+_FAMILIES: dict[str, FamilySpec] = {}
 
 
 def register(name: str, env_class: type, description: str, **preset: Any) -> None:
@@ -33,23 +51,66 @@ def register(name: str, env_class: type, description: str, **preset: Any) -> Non
     _REGISTRY[name] = EnvSpec(env_class, dict(preset), description)
 
 
+def register_family(
+    prefix: str, env_class: type, field: str, description: str, placeholder: str = "N", **preset: Any
+) -> None:
+    """Adds the names `f"{prefix}{N}"` for every integer N >= 0 written in decimal without leading
+    zeros: `env_class(config)` with `preset` and `field = float(N)` applied to its default config.
+
+    E.g. `register_family("deep_chain_", DeepChain, "length", "...", placeholder="L")` makes
+    `deep_chain_30` the deep chain with length 30.0. Whether N is a valid value is the config's
+    to say (its `__post_init__` runs when the name is resolved by `config_of` or `make`).
+    """
+    if prefix in _FAMILIES:
+        raise ValueError(f"environment family {prefix!r} is already registered")
+    if field in preset:
+        raise ValueError(f"the family's field {field!r} is set by the name; do not preset it")
+    _FAMILIES[prefix] = FamilySpec(env_class, field, placeholder, dict(preset), description)
+
+
 def registered_names() -> list[str]:
+    """The concrete registered names (not the `<prefix><N>` names of parametric families)."""
     return sorted(_REGISTRY)
 
 
+def _family_patterns() -> dict[str, FamilySpec]:
+    """`"<prefix><placeholder>"` (e.g. "deep_chain_<L>") -> its family."""
+    return {f"{prefix}<{family.placeholder}>": family for prefix, family in sorted(_FAMILIES.items())}
+
+
 def describe() -> dict[str, str]:
-    """Registered name -> one-line description."""
-    return {name: _REGISTRY[name].description for name in registered_names()}
+    """Registered name -> one-line description; a parametric family as `"<prefix><N>"`."""
+    described = {name: _REGISTRY[name].description for name in registered_names()}
+    for pattern, family in _family_patterns().items():
+        described[pattern] = family.description.replace("{value}", f"<{family.placeholder}>")
+    return described
+
+
+def _family_spec(name: str) -> EnvSpec | None:
+    """The entry of `name` if it is `<prefix><N>` of a registered family, else None."""
+    for prefix, family in _FAMILIES.items():
+        digits = name[len(prefix):]
+        if name.startswith(prefix) and digits.isascii() and digits.isdigit() and digits == str(int(digits)):
+            preset = {**family.preset, family.field: float(int(digits))}
+            return EnvSpec(family.env_class, preset, family.description.replace("{value}", digits))
+    return None
 
 
 def _spec(name: str) -> EnvSpec:
-    if name not in _REGISTRY:
-        close = difflib.get_close_matches(name, _REGISTRY, n=3)
+    if name in _REGISTRY:
+        return _REGISTRY[name]
+    spec = _family_spec(name)
+    if spec is None:
+        patterns = _family_patterns()
+        close = difflib.get_close_matches(name, [*_REGISTRY, *patterns], n=3)
         hint = f" (did you mean {', '.join(close)}?)" if close else ""
-        raise ValueError(
-            f"unknown environment {name!r}{hint}; registered: {', '.join(registered_names())}"
+        families = "".join(
+            f"; {pattern} for an integer {family.placeholder}" for pattern, family in patterns.items()
         )
-    return _REGISTRY[name]
+        raise ValueError(
+            f"unknown environment {name!r}{hint}; registered: {', '.join(registered_names())}{families}"
+        )
+    return spec
 
 
 def _type_name(annotation: Any) -> str:

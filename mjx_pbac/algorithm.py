@@ -30,6 +30,13 @@ class Algorithm(NamedTuple):
     """eval_act(state, obs[E, o]) -> actions[E, a] in [-1, 1], deterministic."""
     update: Callable[[AgentState, Transition, jax.Array, jax.Array], tuple[AgentState, dict[str, jax.Array]]]
     """update(state, batch, key, target_head) -> (state, scalar metrics): one gradient step."""
+    critic_values: Callable[[AgentState, jax.Array, jax.Array], jax.Array] | None = None
+    """critic_values(state, obs[B, o], action[B, a]) -> q[C, B]: every critic of the ensemble at
+    the same inputs, as the algorithm scores actions (BootDQN-P: prior included). Read by
+    `mjx_pbac.disagreement` for the ensemble-disagreement metrics; None reports none."""
+    head_actions: Callable[[AgentState, jax.Array], jax.Array] | None = None
+    """head_actions(state, obs[B, o]) -> actions[H, B, a]: each actor head's deterministic action
+    (tanh of the mean for a Gaussian head); H = 1 for a single actor."""
 
 
 def traced_hyperparams(cls: type, config: Any, **values: float) -> Any:

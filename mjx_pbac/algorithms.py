@@ -12,16 +12,19 @@ from mjx_pbac.algorithm import Algorithm
 from mjx_pbac.config import RunConfig
 
 
-def make_algorithm(config: RunConfig, obs_size: int, action_size: int) -> Algorithm:
-    """The selected algorithm (`config.algo`) with its section's hyperparameters."""
-    return make(config.algo, config.algorithm_config, obs_size, action_size)
+def make_algorithm(config: RunConfig, obs_size: int, action_size: int, member_configs: list[Any] | None = None) -> Algorithm:
+    """The selected algorithm (`config.algo`) with its section's hyperparameters; `member_configs`
+    (each member's section, after sweeps and task overrides) decide what must be built for all
+    of them, e.g. PBAC's prior networks when any member has prior_scale > 0."""
+    return make(config.algo, config.algorithm_config, obs_size, action_size, member_configs)
 
 
-def make(algo: str, algorithm_config: Any, obs_size: int, action_size: int) -> Algorithm:
+def make(algo: str, algorithm_config: Any, obs_size: int, action_size: int, member_configs: list[Any] | None = None) -> Algorithm:
     if algo == "pbac":
         from mjx_pbac.pbac import make_pbac
 
-        return make_pbac(algorithm_config, obs_size, action_size)
+        configs = member_configs or [algorithm_config]
+        return make_pbac(algorithm_config, obs_size, action_size, prior_networks=any(c.prior_scale != 0 for c in configs))
     if algo == "sac":
         from mjx_pbac.sac import make_sac
 

@@ -223,6 +223,11 @@ def make_ben(config: BENConfig, obs_size: int, action_size: int) -> Algorithm:
         zero = jp.zeros((), critic_value.dtype)  # no entropy term: alpha and entropy report 0
         return new_state, update_metrics(critic_value, critic_aux, actor_value, zero, zero, target_mean)
 
+    def critic_values(state: BENState, obs: jax.Array, action: jax.Array) -> jax.Array:
+        """The heteroscedastic ensemble's means [K - 1, B] (the deterministic critic is their
+        regression, not a member)."""
+        return moments(state.critic_params["ensemble"], obs, action)[0]
+
     return Algorithm(
         num_heads=1,
         hyperparams=BENHyper.of,
@@ -230,4 +235,6 @@ def make_ben(config: BENConfig, obs_size: int, action_size: int) -> Algorithm:
         act=act,
         eval_act=eval_act,
         update=update,
+        critic_values=critic_values,
+        head_actions=lambda state, obs: policy(state.actor_params, obs)[None],
     )

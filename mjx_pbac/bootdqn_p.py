@@ -232,6 +232,9 @@ def make_bootdqn_p(config: BootDQNPConfig, obs_size: int, action_size: int) -> A
         metrics = update_metrics(critic_value, critic_aux, actor_value, zero, zero, y)
         return new_state, metrics
 
+    def critic_values(state: BootDQNPState, obs: jax.Array, action: jax.Array) -> jax.Array:
+        return randomized_prior_q(critic, state.critic_params, state.prior_params, state.hyper.prior_scale, obs, action)
+
     return Algorithm(
         num_heads=config.num_critics,
         hyperparams=BootDQNPHyper.of,
@@ -239,4 +242,6 @@ def make_bootdqn_p(config: BootDQNPConfig, obs_size: int, action_size: int) -> A
         act=act,
         eval_act=eval_act,
         update=update,
+        critic_values=critic_values,
+        head_actions=lambda state, obs: head_actions(actor, state.actor_params, obs),
     )

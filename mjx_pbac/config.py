@@ -79,9 +79,13 @@ class PBACConfig:
     """Adam learning rate of log alpha."""
     init_log_alpha: float = 0.0
     """Initial log temperature."""
+    prior_scale: float = 0.0
+    """beta: beyond the paper, each critic gets a fixed random prior network as BootDQN-P's,
+    Q_k = f_k + beta p_k; 0 (the paper's PBAC) builds none."""
 
     def __post_init__(self) -> None:
         _require(self.num_critics >= 2, f"num_critics must be >= 2 (the loss needs an ensemble variance), got {self.num_critics}")
+        _require(self.prior_scale >= 0, f"prior_scale must be >= 0, got {self.prior_scale}")
         _check_actor_critic(self)
         _require(0.0 <= self.bootstrap_rate < 1.0, f"bootstrap_rate must lie in [0, 1), got {self.bootstrap_rate}")
         _require(self.posterior_sampling_rate >= 1, f"posterior_sampling_rate must be >= 1, got {self.posterior_sampling_rate}")
@@ -437,6 +441,7 @@ SWEEPABLE = {
         "use_diversity",
         "use_coherence",
         "use_propagation",
+        "prior_scale",
     ),
     "sac": ("tau", "critic_lr", "actor_lr", "alpha_lr"),
     "bootdqn_p": ("bootstrap_rate", "posterior_sampling_rate", "prior_scale", "tau", "critic_lr", "actor_lr"),

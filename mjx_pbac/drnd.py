@@ -164,4 +164,6 @@ def make_drnd(config: DRNDConfig, obs_size: int, action_size: int) -> Algorithm:
         act=core.act,
         eval_act=core.eval_act,
         update=update,
+        critic_values=core.critic_values,
+        head_actions=core.head_actions,
     )

@@ -23,6 +23,12 @@ Posterior sampling (SPEC 2.4): instance n follows head `active_head[n]`, redrawn
 first step of each of its episodes and whenever its step counter (global, not reset by episodes)
 is a multiple of PSR. Bellman targets use the instance's active head with one instance, and one
 head drawn per gradient step with many.
+
+Per chunk, besides the update metrics: the ensemble's disagreement at the end of the chunk
+(`mjx_pbac.disagreement`, on one minibatch of stored states), and for envs whose metrics include
+`goal` (1 at a step that ends in a goal zone, as the chains'), `goal_steps` (instance steps in
+the goal during the chunk) and `goal_first_iteration` (the first iteration of the chunk where an
+instance was in the goal, -1 if none), from which the host records the first visit.
 """
 
 from __future__ import annotations
@@ -39,6 +45,7 @@ from envs.wrappers import wrap_for_training
 from mjx_pbac import replay
 from mjx_pbac.algorithm import AgentState, Algorithm
 from mjx_pbac.config import Schedule, TrainConfig
+from mjx_pbac.disagreement import disagreement_metrics
 
 
 @struct.dataclass
@@ -176,6 +183,8 @@ def make_trainer(train: TrainConfig, env: Env, algorithm: Algorithm, donate: boo
             "return_sum": jp.sum(jp.where(ended, info["completed_return"], 0.0)),
             "length_sum": jp.sum(jp.where(ended, info["completed_length"], 0)),
         }
+        if "goal" in next_state.metrics:
+            episodes["goal_steps"] = jp.sum(next_state.metrics["goal"] > 0).astype(jp.int32)
         # Where instance 0 is after this step (its env's scalar metrics), for exploration plots.
         visit = {
             VISIT_PREFIX + name: value[0]
@@ -215,6 +224,9 @@ def make_trainer(train: TrainConfig, env: Env, algorithm: Algorithm, donate: boo
 
     def chunk_metrics(episodes: dict, update_metrics: dict, visits: dict) -> dict:
         metrics = {name: jp.sum(value) for name, value in episodes.items()}
+        if "goal_steps" in episodes:  # [iterations]
+            hit = episodes["goal_steps"] > 0
+            metrics["goal_first_iteration"] = jp.where(jp.any(hit), jp.argmax(hit), -1).astype(jp.int32)
         metrics.update({name: jp.mean(value) for name, value in update_metrics.items()})
         metrics.update(visits)  # [iterations] each
         return metrics
@@ -238,7 +250,13 @@ def make_trainer(train: TrainConfig, env: Env, algorithm: Algorithm, donate: boo
         state, (episodes, update_metrics, visits) = jax.lax.scan(
             iteration, state, None, length=schedule.iterations_per_chunk
         )
-        return state, chunk_metrics(episodes, update_metrics, visits)
+        metrics = chunk_metrics(episodes, update_metrics, visits)
+        # Disagreement at the chunk's end, on stored states; its keys fold off the member's key
+        # without advancing it, so training draws the same numbers with or without it.
+        sample_key, pair_key = jax.random.split(jax.random.fold_in(state.key, 0x5D))
+        obs = replay.sample(state.buffer, sample_key, train.batch_size).obs
+        metrics.update(disagreement_metrics(algorithm, state.agent, obs, pair_key))
+        return state, metrics
 
     def update_chunk(state: TrainState) -> tuple[TrainState, dict]:
         def iteration(state, _):

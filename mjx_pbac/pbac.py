@@ -6,6 +6,10 @@ One gradient step, in this order (SPEC 2.3):
 2. actor: head k against critic k (`soft_actor_loss`), gradients reach only the actor;
 3. temperature (soft actor only): `temperature_loss` with H_target = -action_size;
 4. Polyak averaging of the target critics.
+
+Beyond the paper, `prior_scale` beta > 0 gives every critic a fixed random prior network, as
+BootDQN-P's (Osband et al. 2018): Q_k = f_k + beta p_k and Qbar_k = fbar_k + beta p_k, with p_k
+never trained nor averaged. beta = 0 (the default) builds no priors: the paper's PBAC.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ class PBACHyper:
     use_diversity: jax.Array
     use_coherence: jax.Array
     use_propagation: jax.Array
+    prior_scale: jax.Array
 
     @classmethod
     def of(cls, config: PBACConfig) -> "PBACHyper":
@@ -51,6 +56,8 @@ class PBACState:
     critic_params: dict
     """K critics, leading axis K."""
     target_critic_params: dict
+    prior_params: dict | None
+    """K fixed random prior networks (leading axis K) when built (`prior_scale` != 0), else None."""
     actor_params: dict
     log_alpha: jax.Array
     critic_opt_state: optax.OptState
@@ -67,7 +74,10 @@ def policy_sample(actor: Actor, key: jax.Array, head_outputs: tuple) -> tuple[ja
     return squashed_gaussian_sample(key, mean, log_std)
 
 
-def make_pbac(config: PBACConfig, obs_size: int, action_size: int) -> Algorithm:
+def make_pbac(config: PBACConfig, obs_size: int, action_size: int, prior_networks: bool | None = None) -> Algorithm:
+    """PBAC at `config`; `prior_networks` (default: config.prior_scale != 0) builds the critics'
+    fixed random priors, which a sweep over prior_scale needs when the base value is 0."""
+    prior_networks = config.prior_scale != 0 if prior_networks is None else prior_networks
     critic = make_critic_ensemble(config.num_critics, config.hidden_sizes)
     actor = make_actor(config.num_critics, config.hidden_sizes, action_size, config.actor == "deterministic")
     soft = config.actor == "soft"
@@ -75,18 +85,31 @@ def make_pbac(config: PBACConfig, obs_size: int, action_size: int) -> Algorithm:
     critic_opt = actor_opt = alpha_opt = optax.scale_by_adam()
     target_entropy = -float(action_size)
 
+    def q_values(params: dict, priors: dict | None, hyper: PBACHyper, obs: jax.Array, action: jax.Array) -> jax.Array:
+        """Q_k [K, B] at obs [B, o] and action [B, a] (every critic at the same action) or
+        [K, B, a] (critic k at action[k]); plus beta p_k when priors are built (no gradient)."""
+        apply = critic.apply if action.ndim == 2 else critic.apply_per_member
+        q = apply(params, obs, action)
+        if priors is not None:
+            q = q + hyper.prior_scale * apply(jax.lax.stop_gradient(priors), obs, action)
+        return q
+
     def init(key: jax.Array, hyper: PBACHyper | None = None) -> PBACState:
         """Parameters, targets and optimiser states; `hyper` defaults to the config's values."""
         hyper = PBACHyper.of(config) if hyper is None else hyper
         critic_key, actor_key = jax.random.split(key)
         obs, action = jp.zeros((1, obs_size)), jp.zeros((1, action_size))
         critic_params = critic.init(critic_key, obs, action)
+        # The priors' key is folded from the critics' so that a run without priors draws exactly
+        # the parameters it drew before priors existed.
+        prior_params = critic.init(jax.random.fold_in(critic_key, 1), obs, action) if prior_networks else None
         actor_params = actor.init(actor_key, obs)
         log_alpha = jp.asarray(config.init_log_alpha, jp.float32)  # unused by tanh heads
         return PBACState(
             hyper=hyper,
             critic_params=critic_params,
             target_critic_params=jax.tree.map(jp.copy, critic_params),
+            prior_params=prior_params,
             actor_params=actor_params,
             log_alpha=log_alpha,
             critic_opt_state=critic_opt.init(critic_params),
@@ -114,16 +137,16 @@ def make_pbac(config: PBACConfig, obs_size: int, action_size: int) -> Algorithm:
         # 1. critic
         next_outputs = actor.apply(state.actor_params, batch.next_obs)
         next_action, next_log_prob = policy_sample(actor, next_key, tuple(o[target_head] for o in next_outputs))
-        next_q = critic.apply(state.target_critic_params, batch.next_obs, next_action)
+        hyper = state.hyper
+        next_q = q_values(state.target_critic_params, state.prior_params, hyper, batch.next_obs, next_action)
         y = losses.bellman_targets(
             batch.reward, batch.terminated, next_q, next_log_prob, gamma=config.gamma, alpha=alpha
         )
-        hyper = state.hyper
         mask = jax.random.bernoulli(mask_key, 1.0 - hyper.bootstrap_rate, y.shape)
 
         def critic_objective(params):
             return losses.pbac_critic_loss(
-                critic.apply(params, batch.obs, batch.action),
+                q_values(params, state.prior_params, hyper, batch.obs, batch.action),
                 y,
                 mask,
                 gamma=config.gamma,
@@ -144,7 +167,7 @@ def make_pbac(config: PBACConfig, obs_size: int, action_size: int) -> Algorithm:
         # 2. actor: head k scored by (the just updated) critic k
         def actor_objective(params):
             action, log_prob = policy_sample(actor, actor_key, actor.apply(params, batch.obs))
-            q = critic.apply_per_member(critic_params, batch.obs, action)
+            q = q_values(critic_params, state.prior_params, hyper, batch.obs, action)
             return losses.soft_actor_loss(q, log_prob, alpha), log_prob
 
         (actor_value, log_prob), actor_grads = jax.value_and_grad(actor_objective, has_aux=True)(state.actor_params)
@@ -165,6 +188,7 @@ def make_pbac(config: PBACConfig, obs_size: int, action_size: int) -> Algorithm:
             hyper=hyper,
             critic_params=critic_params,
             target_critic_params=target_critic_params,
+            prior_params=state.prior_params,
             actor_params=actor_params,
             log_alpha=log_alpha,
             critic_opt_state=critic_opt_state,
@@ -174,6 +198,12 @@ def make_pbac(config: PBACConfig, obs_size: int, action_size: int) -> Algorithm:
         metrics = update_metrics(critic_value, critic_aux, actor_value, alpha, log_prob, y)
         return new_state, metrics
 
+    def critic_values(state: PBACState, obs: jax.Array, action: jax.Array) -> jax.Array:
+        return q_values(state.critic_params, state.prior_params, state.hyper, obs, action)
+
+    def head_actions(state: PBACState, obs: jax.Array) -> jax.Array:
+        return jp.tanh(actor.apply(state.actor_params, obs)[0])  # tanh of each head's mean
+
     return Algorithm(
         num_heads=config.num_critics,
         hyperparams=PBACHyper.of,
@@ -181,4 +211,6 @@ def make_pbac(config: PBACConfig, obs_size: int, action_size: int) -> Algorithm:
         act=act,
         eval_act=eval_act,
         update=update,
+        critic_values=critic_values,
+        head_actions=head_actions,
     )

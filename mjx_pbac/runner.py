@@ -67,7 +67,7 @@ def build(config: RunConfig, donate: bool = True) -> Built:
     names = config.train.task_names
     env, params = envs.make_family(names, **parse_overrides(config.train.env_overrides))
     members = expand_members(config)
-    algorithm = make_algorithm(config, env.observation_size, env.action_size)
+    algorithm = make_algorithm(config, env.observation_size, env.action_size, [m.config for m in members])
     trainer = make_trainer(config.train, env, algorithm, donate=donate)
     return Built(env, algorithm, trainer, members, dict(zip(names, params)))
 
@@ -261,12 +261,21 @@ class _Run:
             record["phase"] = "warmup" if warmup else "train"
             episodes = int(metrics["episodes"][i])
             record["episodes"] = episodes
+            if "goal_steps" in metrics:
+                record["goal_steps"] = int(metrics["goal_steps"][i])
+                first = int(metrics["goal_first_iteration"][i])
+                if first >= 0:  # the env step at the end of that iteration
+                    record["first_goal_step"] = start_steps + self.schedule.num_envs * (first + 1)
             if episodes:
                 record["episode_return"] = float(metrics["return_sum"][i]) / episodes
                 record["episode_length"] = float(metrics["length_sum"][i]) / episodes
             if not warmup:  # during warm-up the update metrics are placeholders
                 record.update(
-                    {name: float(value[i]) for name, value in metrics.items() if name not in ("episodes", "return_sum", "length_sum")}
+                    {
+                        name: float(value[i])
+                        for name, value in metrics.items()
+                        if name not in ("episodes", "return_sum", "length_sum", "goal_steps", "goal_first_iteration")
+                    }
                 )
             records.append({**record, **timing})
         logger.log_chunk(records)

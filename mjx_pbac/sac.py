@@ -134,6 +134,10 @@ class SoftActorCritic(NamedTuple):
     update: Callable[..., tuple[Any, dict[str, jax.Array]]]
     """update(state, batch, key, next_bonus=None) -> (state, metrics): one critic, actor,
     temperature and Polyak step."""
+    critic_values: Callable
+    """critic_values(state, obs, action) -> q [num_critics, B]."""
+    head_actions: Callable
+    """head_actions(state, obs) -> [1, B, a]: tanh of the policy's mean."""
 
 
 def make_soft_actor_critic(config: SACConfig, obs_size: int, action_size: int) -> SoftActorCritic:
@@ -229,7 +233,14 @@ def make_soft_actor_critic(config: SACConfig, obs_size: int, action_size: int) -
             metrics["target_bonus_mean"] = jp.mean(bonus)
         return new_state, metrics
 
-    return SoftActorCritic(init_fields=init_fields, act=act, eval_act=eval_act, update=update)
+    return SoftActorCritic(
+        init_fields=init_fields,
+        act=act,
+        eval_act=eval_act,
+        update=update,
+        critic_values=lambda state, obs, action: critic.apply(state.critic_params, obs, action),
+        head_actions=lambda state, obs: eval_act(state, obs)[None],
+    )
 
 
 def make_sac(config: SACConfig, obs_size: int, action_size: int) -> Algorithm:
@@ -250,4 +261,6 @@ def make_sac(config: SACConfig, obs_size: int, action_size: int) -> Algorithm:
         act=core.act,
         eval_act=core.eval_act,
         update=update,
+        critic_values=core.critic_values,
+        head_actions=core.head_actions,
     )

@@ -47,10 +47,12 @@ class Program(NamedTuple):
     algo: str
     tasks: tuple[str, ...]
     config: RunConfig
+    label: str = ""
+    """The run's name when set (the probe's variants), else algo_task1+task2."""
 
     @property
     def name(self) -> str:
-        return f"{self.algo}_{'+'.join(self.tasks)}"
+        return self.label or f"{self.algo}_{'+'.join(self.tasks)}"
 
 
 def plan(task_configs: dict[tuple[str, str], RunConfig], group_tasks: bool = True) -> list[Program]:
@@ -124,9 +126,11 @@ def run_table(
     out_dir: str | Path,
     block: str,
     log: Callable[[str], None] = print,
+    report: Callable[[list[str], Path], dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """Runs (or continues) every program into `out_dir` and writes the report; returns the plan
-    record written to table.json. See the module docstring."""
+    """Runs (or continues) every program into `out_dir` and writes the report (`report(run_dirs,
+    out_dir)`, default: `train.py report` into OUT/report); returns the plan record written to
+    table.json. See the module docstring."""
     from mjx_pbac import runner
     from mjx_pbac.report import write_report
 
@@ -191,7 +195,11 @@ def run_table(
             return record
     record["elapsed_s"] = time.perf_counter() - started
     run_dirs = [r["run_dir"] for r in record["runs"] if (Path(r["run_dir"]) / "eval.jsonl").is_file()]
-    written = write_report(run_dirs, out_dir / "report")
+    write()
+    if report is None:
+        written = write_report(run_dirs, out_dir / "report")
+    else:
+        written = report(run_dirs, out_dir)
     record["report"] = {key: str(value) for key, value in written.items() if key in ("markdown", "latex")}
     write()
     log(f"[table] report: {written['markdown']}")

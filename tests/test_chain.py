@@ -101,7 +101,7 @@ def test_state_structure_is_fixed_and_step_traces_once():
         assert leaf_before.shape == leaf_after.shape and leaf_before.dtype == leaf_after.dtype
     chex.assert_shape(state.obs, (env.observation_size,))
     assert state.reward.dtype == state.done.dtype == jp.float32
-    assert set(state.metrics) == {"x_position"}
+    assert set(state.metrics) == {"x_position", "goal"}
 
 
 def test_reset_noise():

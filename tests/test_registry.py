@@ -9,7 +9,7 @@ import pytest
 import envs
 
 SIZES = {
-    "ant": (27, 8), "hopper": (11, 3), "humanoid": (376, 17), "chain": (1, 1),
+    "ant": (27, 8), "hopper": (11, 3), "humanoid": (376, 17), "chain": (1, 1), "deep": (65, 1),
     "cartpole": (5, 1), "ball": (8, 2), "reacher": (6, 2),
 }
 NUM_ENVS = 64

@@ -149,7 +149,7 @@ def test_seeds_and_sweep_from_the_command_line_then_a_report(tmp_path, capsys):
     assert sorted({(e["env_steps"], e["member"]) for e in evaluations}) == [(s, m) for s in (0, 1000, 2000, 3000) for m in range(4)]
     visits = [json.loads(line) for line in (run_dir / "visits.jsonl").read_text().splitlines()]
     assert sorted({v["env_steps"] for v in visits}) == list(range(500, 3001, 500))
-    assert all(set(v["state"]) == {"x_position"} for v in visits) and len(visits) == 6 * 4
+    assert all(set(v["state"]) == {"x_position", "goal"} for v in visits) and len(visits) == 6 * 4
     assert len(list((run_dir / "tb").iterdir())) == 4
 
     out = tmp_path / "report"
@@ -164,5 +164,5 @@ def test_seeds_and_sweep_from_the_command_line_then_a_report(tmp_path, capsys):
     assert "\\textbf" in (out / "results.tex").read_text()
     for name in ("curves_chain.png", "exploration_0_chain.png"):
         assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    with pytest.raises(SystemExit, match="available: env_steps, x_position"):
+    with pytest.raises(SystemExit, match="available: env_steps, goal, x_position"):
         cli.main(["report", str(run_dir), "--out", str(out), "--explore", f"{run_dir},x_position,y_position"])

@@ -19,7 +19,8 @@ OUT/
   spread_position.png   the ensemble's disagreement against position (final checkpoints)
 
 "Reached": the member's training instance entered the goal zone at least once (warm-up
-included; `first_goal_step` in metrics.jsonl). "Solved": its final greedy evaluation (the mean
+included; `first_goal_step` in metrics.jsonl). "Late": it was in the goal zone during the last
+quarter of training (what its acting heads do, which the mean-over-heads evaluation can miss). "Solved": its final greedy evaluation (the mean
 over heads, as every evaluation here) returned more than the midpoint between the distractor's
 return and the optimal return.
 """
@@ -115,7 +116,10 @@ def member_outcomes(run_dir: Path) -> list[dict[str, Any]]:
     record = json.loads((run_dir / "config.json").read_text())
     first: dict[int, int] = {}
     last_chunk: dict[int, dict[str, Any]] = {}
-    for entry in _jsonl(run_dir / "metrics.jsonl"):
+    entries = _jsonl(run_dir / "metrics.jsonl")
+    total = record.get("effective_steps", {}).get("total_steps") or max((e["env_steps"] for e in entries), default=0)
+    late: set[int] = {e["member"] for e in entries if e.get("goal_steps", 0) > 0 and e["env_steps"] > 0.75 * total}
+    for entry in entries:
         member = entry["member"]
         if "first_goal_step" in entry and member not in first:
             first[member] = entry["first_goal_step"]
@@ -131,6 +135,7 @@ def member_outcomes(run_dir: Path) -> list[dict[str, Any]]:
             "task": m["task"],
             "seed": m["seed"],
             "first_goal_step": first.get(m["index"]),
+            "late_goal": m["index"] in late,
             "final_return": final.get(m["index"]),
             "final_env_steps": last_step,
             **{name: last_chunk.get(m["index"], {}).get(name) for name in names},
@@ -164,6 +169,7 @@ def summarize(plan: dict[str, Any]) -> dict[str, Any]:
                 "length": length,
                 "seeds": len(members),
                 "reached": len(firsts),
+                "late": sum(o["late_goal"] for o in members),
                 "first_visit_median": float(np.median(firsts)) if firsts else None,
                 "first_visit_min": min(firsts) if firsts else None,
                 "first_visit_max": max(firsts) if firsts else None,
@@ -249,8 +255,8 @@ def markdown(summary: dict[str, Any]) -> str:
         "(`critic_q_spread`), gap = of Q(s, a1) - Q(s, a2), vote = of its sign (0 all agree, "
         "1 even split), heads = std of the heads' actions.",
         "",
-        "| variant | L | reached | first visit | final return (mean) | solved | q spread | gap spread | vote spread | heads spread |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| variant | L | reached | first visit | in goal, last quarter | final return (mean) | solved | q spread | gap spread | vote spread | heads spread |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in summary["rows"]:
         first = (
@@ -259,7 +265,7 @@ def markdown(summary: dict[str, Any]) -> str:
             else "-"
         )
         lines.append(
-            f"| {r['variant']} | {r['length']} | {r['reached']}/{r['seeds']} | {first} | {_fmt(r['final_return_mean'])} | "
+            f"| {r['variant']} | {r['length']} | {r['reached']}/{r['seeds']} | {first} | {r['late']}/{r['seeds']} | {_fmt(r['final_return_mean'])} | "
             f"{r['solved']}/{r['seeds']} | {_fmt(r['critic_q_spread'], 3)} | {_fmt(r['critic_gap_spread'], 3)} | "
             f"{_fmt(r['critic_vote_spread'], 3)} | {_fmt(r['head_action_spread'], 3)} |"
         )
@@ -270,6 +276,8 @@ def markdown(summary: dict[str, Any]) -> str:
 
 
 def plot_success(summary: dict[str, Any], path: Path) -> Path:
+    """Grouped bars per length, one per variant: seeds that reached the goal in training (light)
+    with the seeds solved (dark) drawn inside them."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -277,21 +285,26 @@ def plot_success(summary: dict[str, Any], path: Path) -> Path:
 
     lengths = summary["lengths"]
     by_key = {(r["variant"], r["length"]): r for r in summary["rows"]}
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
-    for variant in summary["variants"]:
-        rows = [by_key[(variant, length)] for length in lengths]
-        if not any(r["seeds"] for r in rows):
-            continue
-        for ax, key in zip(axes, ("solved", "reached")):
-            ax.plot(lengths, [r[key] for r in rows], marker="o", label=variant)
-    for ax, title in zip(axes, ("solved (final greedy return)", "reached the goal during training")):
-        ax.set_title(f"seeds {title}")
-        ax.set_xlabel("chain length L")
-        ax.set_xticks(lengths)
-        ax.axhline(SOLVED_SHARE * summary["seeds"], color="grey", lw=0.8, ls="--")
-    axes[0].set_ylabel(f"seeds (of {summary['seeds']})")
-    axes[1].legend(fontsize=8, loc="upper right")
-    fig.suptitle(f"deep-sea chain probe: {summary['total_steps']:,} env steps per seed")
+    variants = [v for v in summary["variants"] if any(by_key[(v, length)]["seeds"] for length in lengths)]
+    width = 0.8 / max(len(variants), 1)
+    colors = plt.get_cmap("tab10")
+    fig, ax = plt.subplots(figsize=(max(6.0, 1.6 * len(lengths) + 0.35 * len(variants) * len(lengths)), 4))
+    for i, variant in enumerate(variants):
+        xs = np.arange(len(lengths)) + (i - (len(variants) - 1) / 2) * width
+        reached = [by_key[(variant, length)]["reached"] for length in lengths]
+        solved = [by_key[(variant, length)]["solved"] for length in lengths]
+        ax.bar(xs, reached, width * 0.95, color=colors(i), alpha=0.35)
+        ax.bar(xs, solved, width * 0.6, color=colors(i), label=variant)
+    ax.axhline(SOLVED_SHARE * summary["seeds"], color="grey", lw=0.8, ls="--")
+    ax.set_xticks(np.arange(len(lengths)), [f"L = {length}" for length in lengths])
+    ax.set_ylim(0, summary["seeds"] + 0.5)
+    ax.set_ylabel(f"seeds (of {summary['seeds']})")
+    ax.legend(fontsize=8, ncol=2, loc="upper right")
+    ax.set_title(
+        f"deep-sea chain, {summary['total_steps']:,} env steps per seed: seeds solved (dark) "
+        "within seeds that reached the goal in training (light)",
+        fontsize=9,
+    )
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -335,8 +348,14 @@ def plot_spreads(summary: dict[str, Any], path: Path, variants: tuple[str, ...] 
 
     lengths = summary["lengths"]
     length = length or max([L for L in lengths if L <= 30] or lengths[:1])
-    done = [v for v in variants if v in summary["runs"] and summary["variants"].get(v, {}).get("status") == "finished"]
-    if not done:
+    from mjx_pbac import checkpoint
+
+    done = [
+        v for v in variants
+        if v in summary["runs"] and summary["variants"].get(v, {}).get("status") == "finished"
+        and checkpoint.list_checkpoints(Path(summary["runs"][v]) / "checkpoints")
+    ]
+    if not done:  # e.g. a copy of the probe without its checkpoints (they hold the replay buffers)
         return None
     panels = (("critic_q_spread", "q_spread", "std over critics of Q(s, a1)"),
               ("critic_gap_spread", "gap_spread", "std over critics of Q(s, a1) - Q(s, a2)"),
@@ -386,6 +405,13 @@ def write_probe_report(out_dir: str | Path, figures: bool = True) -> dict[str, P
     if figures:
         written["success"] = plot_success(summary, out_dir / "probe_success.png")
         spread = plot_spreads(summary, out_dir / "spread_position.png")
+        earlier = out_dir / "probe.json"
+        if spread is None and earlier.is_file() and (out_dir / "spread_position.png").is_file():
+            # No checkpoints to recompute it from: keep the figure and values already written.
+            previous = json.loads(earlier.read_text()).get("spread_position")
+            if previous is not None:
+                summary["spread_position"] = previous
+                spread = out_dir / "spread_position.png"
         if spread is not None:
             written["spread"] = spread
     text = markdown(summary)

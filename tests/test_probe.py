@@ -61,6 +61,8 @@ def test_probe_runs_variants_records_first_visits_and_reports(tmp_path, capsys):
             members = [m["index"] for m in config["members"] if m["task"] == task]
             reached = {m["member"] for m in metrics if "first_goal_step" in m and m["member"] in members}
             assert row["reached"] == len(reached) and row["seeds"] == 2
+            late = {m["member"] for m in metrics if m.get("goal_steps", 0) > 0 and m["env_steps"] > 450 and m["member"] in members}
+            assert row["late"] == len(late)
             threshold = summary["known"][str(row["length"])]["solved_threshold"]
             assert row["solved"] == sum(r > threshold for r in row["final_returns"])
     assert (out / "probe_success.png").stat().st_size > 0
@@ -107,7 +109,7 @@ def test_summary_counts_and_largest_length(tmp_path):
     metrics, evals = [], []
     for m in members:
         i = m["index"]
-        entry = {"member": i, "phase": "train", "env_steps": 1000, "critic_gap_spread": float(i)}
+        entry = {"member": i, "phase": "train", "env_steps": 1000, "critic_gap_spread": float(i), "goal_steps": 5 if i < 3 else 0}
         if i < 9 or i in (10, 11):  # L=10: 9 of 10 reach; L=20: 2 of 10
             entry["first_goal_step"] = 100 * (i + 1)
         metrics.append(entry)
@@ -118,6 +120,7 @@ def test_summary_counts_and_largest_length(tmp_path):
     summary = summarize({"lengths": [10, 20], "known": known, "runs": {"x": str(run)}, "status": {"x": "finished"}})
     rows = {r["length"]: r for r in summary["rows"]}
     assert (rows[10]["reached"], rows[10]["solved"], rows[20]["reached"], rows[20]["solved"]) == (9, 8, 2, 0)
+    assert (rows[10]["late"], rows[20]["late"]) == (3, 0)  # in the goal during the last quarter
     assert rows[10]["first_visit_min"] == 100 and rows[10]["first_visit_max"] == 900
     assert rows[10]["critic_gap_spread"] == pytest.approx(np.mean(range(10)))
     assert summary["variants"]["x"]["largest_solved"] == 10 and summary["variants"]["x"]["largest_reached"] == 10

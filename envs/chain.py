@@ -163,7 +163,8 @@ class ContinuousChain(Env):
     def step(self, state: State, action: jax.Array) -> State:
         cfg = self.config
         action = jp.clip(action, -1.0, 1.0)
-        x = jp.clip(state.pipeline_state.x + cfg.step_size * action[0], 0.0, cfg.length)
+        x = state.pipeline_state.x
+        x = jp.clip(x + self._direction(x) * cfg.step_size * action[0], 0.0, self._length())
         return state.replace(
             pipeline_state=ChainState(x=x),
             obs=self._get_obs(x),
@@ -173,6 +174,14 @@ class ContinuousChain(Env):
         )
 
     # -- pure helpers ---------------------------------------------------------------------
+    def _direction(self, x: jax.Array) -> jax.Array | float:
+        """+1: the action moves the point right everywhere (the deep chain flips it per cell)."""
+        return 1.0
+
+    def _length(self) -> jax.Array | float:
+        """L (a subclass with per-member lengths traces it)."""
+        return self.config.length
+
     def _get_obs(self, x: jax.Array) -> jax.Array:
         return jp.reshape(2.0 * x / self.config.length - 1.0, (1,))
 

@@ -56,8 +56,7 @@ import jax.numpy as jp
 import numpy as np
 from flax import struct
 
-from envs.base import State
-from envs.chain import ChainConfig, ChainState, ContinuousChain
+from envs.chain import ChainConfig, ContinuousChain
 
 __all__ = ["DeepChainConfig", "DeepChainTask", "DeepChain", "REACH_POLICIES"]
 
@@ -206,21 +205,13 @@ class DeepChain(ContinuousChain):
     # -- Brax Env interface ---------------------------------------------------------------------
     # reset is the chain's: x0 ~ U[0, reset_noise_scale], observation from `_get_obs`.
 
-    def step(self, state: State, action: jax.Array) -> State:
-        cfg = self.config
-        action = jp.clip(action, -1.0, 1.0)
-        x = state.pipeline_state.x
-        sign = jp.asarray(self._signs)[self.cell(x)]
-        x = jp.clip(x + cfg.step_size * sign * action[0], 0.0, self._length())
-        return state.replace(
-            pipeline_state=ChainState(x=x),
-            obs=self._get_obs(x),
-            reward=self._get_reward(x, action),
-            done=jp.zeros(()),
-            metrics={**state.metrics, "x_position": x, "goal": self._in_goal(x)},
-        )
+    # step is the chain's with the move's direction flipped by the cell's sign (`_direction`).
 
     # -- pure helpers ---------------------------------------------------------------------------
+    def _direction(self, x: jax.Array) -> jax.Array:
+        """s_{cell(x)}: the action moves the point right only where its sign matches the cell's."""
+        return jp.asarray(self._signs)[self.cell(x)]
+
     def cell(self, x: jax.Array) -> jax.Array:
         """cell(x) = min(floor(x / delta), num_cells - 1) as int32, exact at the cell boundaries.
 

@@ -40,9 +40,16 @@ This is the only module that parses the command line; library code takes typed c
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import io
+import os
+import re
 import sys
+import tempfile
+import traceback
 import typing
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import tyro
@@ -175,22 +182,46 @@ def _expand_aliases(argv: list[str]) -> list[str]:
     return out + (["--train.sweep", *sweeps] if sweeps else [])
 
 
-def _profile_config(name: str | None, rest: list[str], prog: str, wrapper: type | None = None):
-    """The RunConfig of profile `name` with command-line overrides (tyro) applied."""
-    from mjx_pbac.config import load_profile, profile_names
+_BOX = re.compile(r"[\u2500-\u257f]+")
+
+
+def _parse(kind: type, **kwargs):
+    """`tyro.cli(kind, **kwargs)` whose parse errors (a bad value, an unknown option), which tyro
+    draws as a box of several lines, come out as one line: SystemExit("error: ...")."""
+    captured = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(captured):
+            return tyro.cli(kind, **kwargs)
+    except SystemExit as exit_:
+        text = captured.getvalue()
+        if exit_.code in (0, None):
+            sys.stderr.write(text)
+            raise
+        lines = [_BOX.sub(" ", line).strip() for line in text.splitlines()]
+        lines = [line for line in lines if line and not line.startswith("For full helptext")]
+        title = lines[0] if lines else "bad command line"
+        detail = " ".join(lines[1:])
+        help_hint = f" (see {kwargs.get('prog', 'train.py')} --help)"
+        raise SystemExit(f"error: {title.lower()}: {' '.join(detail.split())}{help_hint}") from None
+
+
+def _profile_config(name: str | None, rest: list[str], prog: str, wrapper: type | None = None, path: str | None = None):
+    """The RunConfig of profile `name` (or of the TOML file `path`) with command-line overrides
+    (tyro) applied."""
+    from mjx_pbac.config import load_profile, load_profile_file, profile_names
 
     rest = _expand_aliases(rest)
-    if name is None:
+    if name is None and path is None:
         raise SystemExit(f"error: --profile NAME is required; available: {', '.join(profile_names())}")
     try:
-        base = load_profile(name)
+        base = load_profile(name) if path is None else load_profile_file(path)
     except ValueError as error:
         raise SystemExit(f"error: {error}") from None
     # Booleans take a value (--pbac.use-propagation False), as they do in profiles and sweeps.
     settings = (tyro.conf.FlagConversionOff,)
     if wrapper is None:
-        return tyro.cli(type(base), default=base, args=rest, prog=prog, config=settings)
-    return tyro.cli(wrapper, default=wrapper(run=base), args=rest, prog=prog, config=settings)
+        return _parse(type(base), default=base, args=rest, prog=prog, config=settings)
+    return _parse(wrapper, default=wrapper(run=base), args=rest, prog=prog, config=settings)
 
 
 def _drop_options(argv: list[str], flags: tuple[str, ...]) -> list[str]:
@@ -246,37 +277,102 @@ def _check_env(config) -> None:
 
     try:
         envs.make_family(config.train.task_names, **parse(config.train.env_overrides))
-        expand_members(config)
+        # The sweep and task values are checked on one seed's members: a million seeds are the
+        # memory estimate's to refuse (runner.train), not a list to build here.
+        expand_members(dataclasses.replace(config, train=dataclasses.replace(config.train, num_seeds=1)))
     except (ValueError, TypeError, RuntimeError) as error:
+        raise SystemExit(f"error: {error}") from None
+
+
+def _resume_changes(rest: list[str], run_dir: str) -> dict[str, Any]:
+    """`--train.total-steps 600000 ...` given with --resume -> {"total_steps": 600000}: only the
+    settings a resumed run may change (runner.CHANGEABLE_ON_RESUME)."""
+    from mjx_pbac.config import TrainConfig
+    from mjx_pbac.runner import CHANGEABLE_ON_RESUME
+
+    allowed = {"--train." + name.replace("_", "-"): name for name in CHANGEABLE_ON_RESUME}
+    hints = typing.get_type_hints(TrainConfig)
+    changes, i = {}, 0
+    while i < len(rest):
+        flag, eq, value = rest[i].partition("=")
+        if flag not in allowed:
+            raise SystemExit(
+                f"error: --resume RUN_DIR continues the run with the config saved in {run_dir}/config.json; "
+                f"{flag} cannot change on resume (changeable: {', '.join(allowed)})"
+            )
+        if not eq:
+            if i + 1 >= len(rest) or rest[i + 1].startswith("--"):
+                raise SystemExit(f"error: {flag} needs a value")
+            value = rest[i + 1]
+            i += 1
+        i += 1
+        name = allowed[flag]
+        if hints[name] is bool:
+            if value not in ("True", "False"):
+                raise SystemExit(f"error: {flag} takes True or False, got {value!r}")
+            changes[name] = value == "True"
+        else:
+            try:
+                changes[name] = int(value.replace("_", ""))
+            except ValueError:
+                raise SystemExit(f"error: {flag} takes an integer, got {value!r}") from None
+    return changes
+
+
+def _list_profiles() -> None:
+    from mjx_pbac.config import list_profiles
+
+    broken = 0
+    for name, description, error in list_profiles():
+        if error is None:
+            print(f"{name:22s} {description}")
+        else:
+            broken += 1
+            print(f"{name:22s} BROKEN: {error}")
+    if broken:
+        print(f"{broken} profile(s) cannot be used until fixed", file=sys.stderr)
+
+
+def _check_memory(config) -> None:
+    """Refuses, before anything compiles, a measurement whose run cannot fit the device."""
+    from mjx_pbac import memory
+
+    try:
+        memory.check(config)
+    except ValueError as error:
         raise SystemExit(f"error: {error}") from None
 
 
 def train_command(argv: list[str]) -> None:
     from mjx_pbac import runner
-    from mjx_pbac.checkpoint import CheckpointError
-    from mjx_pbac.config import profile_description, profile_names
 
     if "--list-profiles" in argv:
-        for name in profile_names():
-            print(f"{name:22s} {profile_description(name)}")
+        _list_profiles()
         return
     resume, rest = _pop_option(argv, "--resume")
     profile, rest = _pop_option(rest, "--profile")
-    try:
-        if resume is not None:
-            if profile is not None or rest:
-                raise SystemExit(
-                    "error: --resume RUN_DIR takes no other options: the run continues with the config "
-                    f"saved in {resume}/config.json"
-                )
-            runner.train(None, resume_dir=resume)
-            return
+    profile_file, rest = _pop_option(rest, "--profile-file")
+    if resume is not None:
+        if profile is not None or profile_file is not None:
+            raise SystemExit(
+                "error: --resume RUN_DIR takes no profile: the run continues with the config "
+                f"saved in {resume}/config.json"
+            )
+        changes = _resume_changes(rest, resume)
+        run_dir = runner.train(None, resume_dir=resume, changes=changes)
+        print(f"run finished: {run_dir}")
+        return
+    if profile is not None and profile_file is not None:
+        raise SystemExit("error: give --profile NAME or --profile-file PATH, not both")
+    if profile_file is not None:
+        name = "file-" + runner._safe_name(Path(profile_file).stem)
+        config = _profile_config(None, rest, prog=f"train.py --profile-file {profile_file}", path=profile_file)
+    else:
+        name = profile
         config = _profile_config(profile, rest, prog=f"train.py --profile {profile}")
-        config = _with_task_profiles(config, rest, prog=f"train.py --profile {profile}")
-        _check_env(config)
-        run_dir = runner.train(config, profile=profile)
-    except (runner.RunError, CheckpointError) as error:
-        raise SystemExit(f"error: {error}") from None
+    config = _with_task_profiles(config, rest, prog=f"train.py --profile {name}")
+    _check_env(config)
+    run_dir = runner.train(config, profile=name)
     print(f"run finished: {run_dir}")
 
 
@@ -328,6 +424,7 @@ def bench_seeds_command(argv: list[str]) -> None:
     _check_env(args.run)
     if not args.seed_counts or min(args.seed_counts) < 1:
         raise SystemExit(f"error: seed counts must be >= 1, got {args.seed_counts}")
+    _check_memory(dataclasses.replace(args.run, train=dataclasses.replace(args.run.train, num_seeds=max(args.seed_counts))))
     try:
         settings = ProfileSettings(measure_steps=args.measure_steps, timed_chunks=args.timed_chunks)
     except ValueError as error:
@@ -348,6 +445,7 @@ def profile_command(argv: list[str]) -> None:
     profile, rest = _pop_option(argv, "--profile")
     args = _profile_config(profile, rest, prog=f"train.py profile --profile {profile}", wrapper=ProfileArgs)
     _check_env(args.run)
+    _check_memory(args.run)
     try:
         settings = ProfileSettings(
             measure_steps=args.measure_steps, timed_chunks=args.timed_chunks, phases=args.phases, evaluate=args.evaluate
@@ -402,8 +500,6 @@ finished runs are skipped, interrupted ones resume.
 
 
 def table_command(argv: list[str]) -> None:
-    from mjx_pbac import runner
-    from mjx_pbac.checkpoint import CheckpointError
     from mjx_pbac.table import BLOCKS, PAPER_ALGOS, plan, run_table
 
     if "-h" in argv or "--help" in argv:
@@ -441,7 +537,7 @@ def table_command(argv: list[str]) -> None:
     print(f"table {name}: {len(task_names)} task(s) x {len(algo_names)} algorithm(s) in {len(programs)} program(s)", file=sys.stderr)
     try:
         run_table(programs, out or f"tables/{name}", name, log=lambda text: print(text, file=sys.stderr))
-    except (runner.RunError, CheckpointError, ValueError) as error:
+    except ValueError as error:  # the runner's own errors pass with their exit codes
         raise SystemExit(f"error: {error}") from None
 
 
@@ -471,7 +567,6 @@ def probe_command(argv: list[str]) -> None:
     import json
 
     from mjx_pbac import runner
-    from mjx_pbac.checkpoint import CheckpointError
     from mjx_pbac.config import parse_overrides as parse
     from mjx_pbac.probe import DEFAULT_LENGTHS, VARIANTS, known_answers, task_name, variant_args, write_probe_report
     from mjx_pbac.table import Program, run_table
@@ -552,7 +647,7 @@ def probe_command(argv: list[str]) -> None:
 
     try:
         run_table(programs, out_dir, "probe", log=lambda text: print(text, file=sys.stderr), report=report)
-    except (runner.RunError, CheckpointError, ValueError) as error:
+    except ValueError as error:  # the runner's own errors pass with their exit codes
         raise SystemExit(f"error: {error}") from None
 
 
@@ -597,6 +692,8 @@ def report(args: ReportArgs) -> None:
             print(Path(written["markdown"]).read_text())
             print(f"wrote {written['markdown']}, {written['json']} and the figures in {directory}")
         return
+    if Path(args.out).exists() and not Path(args.out).is_dir():
+        raise SystemExit(f"error: --out {args.out} is an existing file; give a directory for the report")
     try:
         written = write_report(list(args.run_dirs), args.out, exploration=plots or None)
     except ValueError as error:
@@ -658,8 +755,53 @@ def main(argv: list[str]) -> None:
     if command == "report":
         rest = _merge_repeated(rest, "--explore")
     args_type, run = COMMANDS[command]
-    run(tyro.cli(args_type, args=rest, prog=f"train.py {command}"))
+    run(_parse(args_type, args=rest, prog=f"train.py {command}"))
+
+
+def _one_line(message: str) -> str:
+    """A message of several lines (e.g. a list of problems) as one: the lines joined by '; '."""
+    lines = [line.strip() for line in message.splitlines() if line.strip()]
+    return "; ".join(lines).replace(":;", ":")
+
+
+def run(argv: list[str]) -> int:
+    """`main(argv)` with every error as one line on stderr and the exit code that says how it
+    ended (mjx_pbac.lifecycle: 0 finished, 1 failed, 2 bad input, 3 diverged, 4 run directory
+    in use, 75 interrupted with a checkpoint, 128 + signal stopped at once). An unexpected error's
+    traceback goes to a file the message names; MJX_PBAC_TRACEBACK=1 shows it instead."""
+    from mjx_pbac.lifecycle import ExitCode
+
+    try:
+        main(argv)
+        return ExitCode.FINISHED
+    except SystemExit as exit_:
+        if isinstance(exit_.code, str):
+            print(_one_line(exit_.code), file=sys.stderr)
+            return ExitCode.USAGE
+        return exit_.code or 0
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        return 130
+    except Exception as error:
+        code = getattr(error, "exit_code", None)
+        if code is not None:  # the runner's and the lock's errors: their message is the whole story
+            print(_one_line(f"{getattr(error, 'label', 'error')}: {error}"), file=sys.stderr)
+            return int(code)
+        if os.environ.get("MJX_PBAC_TRACEBACK"):
+            raise
+        if isinstance(error, OSError):
+            where = f" {error.filename}" if error.filename else ""
+            print(f"error: {error.strerror or error}:{where}", file=sys.stderr)
+            return ExitCode.FAILED
+        log = Path(tempfile.gettempdir()) / f"mjx-pbac-error-{os.getpid()}.log"
+        try:
+            log.write_text(traceback.format_exc())
+            where = f"; traceback in {log}"
+        except OSError:
+            where = ""
+        print(f"error: {type(error).__name__}: {error}{where}", file=sys.stderr)
+        return ExitCode.FAILED
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    sys.exit(run(sys.argv[1:]))

@@ -2,8 +2,8 @@
 
 Each registered name is an env class plus the overrides that turn its default config into the
 named task (the delay thresholds of SPEC 1.1). Overrides given to `make` are checked against the
-config dataclass: an unknown key, or a value of the wrong type, is an error that lists what is
-valid.
+config dataclass: an unknown key, a value of the wrong type, or a float that is not finite (inf,
+nan) is an error that lists what is valid.
 
 A parametric family (`register_family`) adds the names `<prefix><N>` for every integer N, e.g.
 `deep_chain_30` for the deep chain with length 30.0: such a name resolves to an ordinary entry
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
 import types
 import typing
 from typing import Any, NamedTuple
@@ -91,7 +92,11 @@ def _family_spec(name: str) -> EnvSpec | None:
     for prefix, family in _FAMILIES.items():
         digits = name[len(prefix):]
         if name.startswith(prefix) and digits.isascii() and digits.isdigit() and digits == str(int(digits)):
-            preset = {**family.preset, family.field: float(int(digits))}
+            try:
+                value = float(int(digits))
+            except OverflowError:
+                raise ValueError(f"environment {name!r}: {family.placeholder} = {digits} is too large for a float") from None
+            preset = {**family.preset, family.field: value}
             return EnvSpec(family.env_class, preset, family.description.replace("{value}", digits))
     return None
 
@@ -126,8 +131,16 @@ def _coerce(key: str, value: Any, annotation: Any) -> Any:
         if option is bool and isinstance(value, bool):
             return value
         if option is int and isinstance(value, int) and not isinstance(value, bool):
+            if abs(value) > 2**31 - 1:
+                raise ValueError(f"override {key}={value!r} must lie within int32 (|value| <= 2**31 - 1)")
             return value
         if option is float and isinstance(value, (int, float)) and not isinstance(value, bool):
+            try:
+                finite = math.isfinite(value)
+            except OverflowError:  # an int too large for a float
+                finite = False
+            if not finite:
+                raise ValueError(f"override {key}={value!r} must be a finite number (not inf or nan)")
             return float(value)
         if option is str and isinstance(value, str):
             return value

@@ -5,7 +5,13 @@ algorithm's hyperparameters (`PBACConfig`, SPEC section 2; the baselines' sectio
 Every field has a docstring, which `train.py --help` shows. A profile (`profiles/NAME.toml`) is a
 partial `RunConfig` written as TOML tables `[train]`, `[pbac]` and one per baseline (`[sac]`,
 `[bootdqn_p]`, `[drnd]`, `[ben]`); `load_profile` checks every key and value against these
-dataclasses.
+dataclasses, `load_profile_file` does the same for a TOML file anywhere (profile names are plain
+names, never paths), and `list_profiles` lists them with the reason a broken one does not load.
+
+Every value is checked where its dataclass is built, so a value from the command line, a
+profile, a config.json or a sweep is refused alike, with a one-line ValueError that names the
+field, the value and what is valid: floats must be finite, ints at most 2**31 - 1 (they become
+int32 seeds, shapes and counters on the device).
 
 Derived sizes (iterations per chunk, where evaluation falls) live in `Schedule`, computed from the
 config and never written back into it.
@@ -16,6 +22,9 @@ from __future__ import annotations
 import ast
 import dataclasses
 import difflib
+import functools
+import math
+import re
 import tomllib
 import types
 import typing
@@ -24,10 +33,57 @@ from typing import Any, Literal
 
 PROFILES_DIR = Path(__file__).resolve().parent.parent / "profiles"
 
+INT32_MAX = 2**31 - 1
+"""The largest seed, size or counter the device holds: seeds, shapes and step counters are int32."""
+
 
 def _require(condition: bool, message: str) -> None:
     if not condition:
         raise ValueError(message)
+
+
+def _is_finite(value: int | float) -> bool:
+    """math.isfinite, with an int too large for a float (10**400) counted as not finite."""
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
+
+
+def _not_finite(name: str, value: Any) -> str:
+    return f"{name} must be a finite number (not inf or nan), got {value}"
+
+
+@functools.cache
+def _number_fields(cls: type) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
+    """(float fields, int fields, tuple-of-int fields) of a config dataclass, by annotation."""
+    hints = typing.get_type_hints(cls)
+    names = [f.name for f in dataclasses.fields(cls)]
+    floats = tuple(name for name in names if hints[name] is float)
+    ints = tuple(name for name in names if hints[name] is int)
+    int_tuples = tuple(name for name in names if hints[name] == tuple[int, ...])
+    return floats, ints, int_tuples
+
+
+def _check_numbers(config: Any) -> None:
+    """Every float field of `config` is finite, and every int field (and every int of a tuple of
+    ints, e.g. widths) at most 2**31 - 1: inf and nan arrive as easily from a TOML profile
+    (`inf`, `nan`), a JSON config or an overflowing literal (`1e999`) as from code, and ints
+    become int32 seeds, shapes and counters on the device. Called first by every section's
+    `__post_init__`, so the range checks that follow never compare with a nan."""
+    floats, ints, int_tuples = _number_fields(type(config))
+    for name in floats:
+        value = getattr(config, name)
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and not _is_finite(value):
+            raise ValueError(_not_finite(name, value))
+    for name in ints:
+        value = getattr(config, name)
+        if isinstance(value, int) and value > INT32_MAX:
+            raise ValueError(f"{name} must be <= 2**31 - 1 = {INT32_MAX} (an int32 on the device), got {value}")
+    for name in int_tuples:
+        values = getattr(config, name)
+        if any(isinstance(v, int) and v > INT32_MAX for v in values):
+            raise ValueError(f"{name} must hold values <= 2**31 - 1 = {INT32_MAX} (int32 shapes on the device), got {values}")
 
 
 def _check_actor_critic(config: Any) -> None:
@@ -84,6 +140,7 @@ class PBACConfig:
     Q_k = f_k + beta p_k; 0 (the paper's PBAC) builds none."""
 
     def __post_init__(self) -> None:
+        _check_numbers(self)
         _require(self.num_critics >= 2, f"num_critics must be >= 2 (the loss needs an ensemble variance), got {self.num_critics}")
         _require(self.prior_scale >= 0, f"prior_scale must be >= 0, got {self.prior_scale}")
         _check_actor_critic(self)
@@ -124,6 +181,7 @@ class SACConfig:
     """Initial log temperature."""
 
     def __post_init__(self) -> None:
+        _check_numbers(self)  # a DRNDConfig's own fields too
         _require(self.num_critics >= 1, f"num_critics must be >= 1, got {self.num_critics}")
         _check_actor_critic(self)
         _require(self.huber_delta > 0, f"huber_delta must be > 0, got {self.huber_delta}")
@@ -158,6 +216,7 @@ class BootDQNPConfig:
     """Adam learning rate of the actor."""
 
     def __post_init__(self) -> None:
+        _check_numbers(self)
         _require(self.num_critics >= 1, f"num_critics must be >= 1, got {self.num_critics}")
         _check_actor_critic(self)
         _require(0.0 <= self.bootstrap_rate < 1.0, f"bootstrap_rate must lie in [0, 1), got {self.bootstrap_rate}")
@@ -228,6 +287,7 @@ class BENConfig:
     """Adam learning rate of the actor."""
 
     def __post_init__(self) -> None:
+        _check_numbers(self)
         _require(self.num_critics >= 2, f"num_critics must be >= 2 (K - 1 heteroscedastic + 1 deterministic), got {self.num_critics}")
         _check_actor_critic(self)
         _require(0.0 <= self.bootstrap_rate < 1.0, f"bootstrap_rate must lie in [0, 1), got {self.bootstrap_rate}")
@@ -253,7 +313,8 @@ class TrainConfig:
     env_overrides: tuple[str, ...] = ()
     """Env config overrides KEY=VALUE, e.g. delay_threshold=1.0 (checked against the env's config)."""
     seed: int = 0
-    """Seed of the (first) member: initialisation, masks, exploration and env noise."""
+    """Seed of the (first) member: initialisation, masks, exploration and env noise. The seeds
+    seed..seed+num_seeds-1 must lie in [0, 2**31 - 1] (they are int32 on the device)."""
     num_seeds: int = 1
     """Independent seeds seed, seed+1, ... trained together as a vmapped axis (`--seeds N`)."""
     sweep: tuple[str, ...] = ()
@@ -299,6 +360,11 @@ class TrainConfig:
     CPU); tensorfloat32 and bfloat16 trade accuracy for speed on large batches (README)."""
 
     def __post_init__(self) -> None:
+        _require(
+            0 <= self.seed <= INT32_MAX,
+            f"seed must lie in [0, 2**31 - 1] = [0, {INT32_MAX}] (seeds are int32 on the device), got {self.seed}",
+        )
+        _check_numbers(self)
         positive = ("num_seeds", "total_steps", "num_envs", "batch_size", "buffer_size", "chunk_steps", "eval_interval", "eval_episodes", "checkpoint_interval", "keep_checkpoints")
         for name in positive:
             _require(getattr(self, name) >= 1, f"{name} must be >= 1, got {getattr(self, name)}")
@@ -306,12 +372,22 @@ class TrainConfig:
         _require(self.warmup_steps >= 0, f"warmup_steps must be >= 0, got {self.warmup_steps}")
         _require(self.visit_interval >= 0, f"visit_interval must be >= 0, got {self.visit_interval}")
         _require(
+            self.seed + self.num_seeds - 1 <= INT32_MAX,
+            f"the seeds seed..seed+num_seeds-1 = {self.seed}..{self.seed + self.num_seeds - 1} must lie in "
+            f"[0, 2**31 - 1] = [0, {INT32_MAX}] (seeds are int32 on the device); lower seed or num_seeds",
+        )
+        _require(
             self.warmup_steps < self.total_steps,
             f"warmup_steps ({self.warmup_steps}) must be < total_steps ({self.total_steps})",
         )
         _require(
             self.buffer_size >= self.num_envs,
             f"buffer_size ({self.buffer_size}) must hold at least one vector step ({self.num_envs})",
+        )
+        _require(
+            self.buffer_size + self.num_envs <= INT32_MAX,
+            f"buffer_size + num_envs ({self.buffer_size} + {self.num_envs}) must be <= 2**31 - 1 = {INT32_MAX}: "
+            "the replay's int32 position and size reach it while a vector step is inserted",
         )
         parse_overrides(self.env_overrides)
         parse_sweep(self.sweep)
@@ -351,6 +427,17 @@ class Schedule:
     The loop returns to the host every `chunk_env_steps` = `iterations_per_chunk` x num_envs env
     steps, so warm-up, evaluation, checkpoints and the end of training fall on chunk boundaries:
     each requested step count is rounded up to whole chunks (intervals to the nearest, at least one).
+
+    A member's counters on the device are int32 (`loop.TrainState`) and would wrap past
+    2**31 - 1 = 2,147,483,647: `env_steps` counts the transitions of all its env instances, so
+    it would wrap in a run of over 2,147,483,647 env steps (total_steps rounded to whole chunks);
+    `updates` counts gradient steps, (num_chunks - warmup_chunks) x iterations_per_chunk x
+    updates_per_step, so it would wrap after 2**31 / updates_per_step training iterations (with
+    one env and 5 updates per step, about 429 million env steps past the warm-up). Each
+    instance's posterior `sampling_counter` counts its own vector steps (total_steps / num_envs,
+    below env_steps), and the replay's `position` and `size` stay below buffer_size + num_envs,
+    which `TrainConfig` keeps within int32. `Schedule.of` refuses a run whose env_steps or
+    updates counter would wrap.
     """
 
     num_envs: int
@@ -372,6 +459,21 @@ class Schedule:
             f"warm-up ({warmup_chunks} chunks of {chunk} env steps) leaves no training in total_steps "
             f"({train.total_steps}); raise total_steps or lower warmup_steps / chunk_steps",
         )
+        total = num_chunks * chunk
+        _require(
+            total <= INT32_MAX,
+            f"total_steps {train.total_steps} ({total} in whole chunks of {chunk}) would wrap the int32 env_steps "
+            f"counter, which holds at most 2**31 - 1 = {INT32_MAX} env steps per member; lower total_steps",
+        )
+        updates = (num_chunks - warmup_chunks) * iterations * train.updates_per_step
+        if updates > INT32_MAX:
+            wraps_at = warmup_chunks * chunk + -(-(INT32_MAX + 1) // train.updates_per_step) * train.num_envs
+            raise ValueError(
+                f"{updates} gradient updates ((num_chunks - warmup_chunks) x iterations_per_chunk x updates_per_step "
+                f"= ({num_chunks} - {warmup_chunks}) x {iterations} x {train.updates_per_step}) would wrap the int32 "
+                f"updates counter at 2**31 = {INT32_MAX + 1}, at env step {wraps_at} of {total}; lower total_steps "
+                "or updates_per_step, or raise num_envs"
+            )
         return cls(
             num_envs=train.num_envs,
             iterations_per_chunk=iterations,
@@ -423,6 +525,8 @@ def parse_overrides(pairs: tuple[str, ...] | list[str]) -> dict[str, Any]:
             value = ast.literal_eval(raw.strip())
         except (ValueError, SyntaxError):
             value = raw.strip()
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueError(_not_finite(f"override {key.strip()}={raw.strip()}", value))
         parsed[key.strip()] = value
     return parsed
 
@@ -471,7 +575,11 @@ class Member:
 
 def parse_sweep(entries: tuple[str, ...] | list[str], algo: str | None = None) -> list[tuple[str, list[Any]]]:
     """("bootstrap_rate=0.01,0.05",) -> [("bootstrap_rate", [0.01, 0.05])]; with `algo`, names
-    are checked against what that algorithm can sweep (a leading "ALGO." is accepted)."""
+    are checked against what that algorithm can sweep (a leading "ALGO." is accepted).
+
+    A value listed twice (the same literal, e.g. 0.1 and 0.10) or one that is not finite (1e999
+    reads as inf) is refused; `expand_members` also refuses values that are equal once coerced to
+    the field's type (1 and 1.0 for a float knob)."""
     grid = []
     for entry in entries:
         name, sep, raw = entry.partition("=")
@@ -495,6 +603,11 @@ def parse_sweep(entries: tuple[str, ...] | list[str], algo: str | None = None) -
                 if not item.isidentifier():  # a bare word is a choice, e.g. sign=penalty,bonus
                     raise ValueError(f"sweep {name}: {item!r} is not a number, True/False or a choice name") from None
                 values.append(item)
+            value = values[-1]
+            if isinstance(value, float) and not math.isfinite(value):
+                raise ValueError(_not_finite(f"sweep {name}: {item}", value))
+            if any(type(other) is type(value) and other == value for other in values[:-1]):
+                raise ValueError(f"sweep {name} lists {value} twice")
         grid.append((name, values))
     return grid
 
@@ -530,10 +643,19 @@ def expand_members(config: RunConfig) -> list[Member]:
     names = [name for name, _ in grid]
     hints = typing.get_type_hints(type(base))
     members = []
+    coerced_grid = []
+    for name, values in grid:
+        coerced = [_coerce(f"sweep {name}", value, hints[name]) for value in values]
+        for i, value in enumerate(coerced):
+            if value in coerced[:i]:
+                first = values[coerced.index(value)]
+                same = "" if repr(first) == repr(values[i]) else f" (as {first} and {values[i]})"
+                raise ValueError(f"sweep {name} lists {value} twice{same}")
+        coerced_grid.append(coerced)
     for task in train.task_names:
         task_values = {name: _coerce(f"task override {task}:{name}", value, hints[name]) for name, value in per_task.get(task, {}).items()}
-        for point in itertools.product(*[values for _, values in grid]):
-            overrides = {name: _coerce(f"sweep {name}", value, hints[name]) for name, value in zip(names, point)}
+        for point in itertools.product(*coerced_grid):
+            overrides = dict(zip(names, point))
             member_config = dataclasses.replace(base, **{**task_values, **overrides})  # validates the values
             label = " ".join([algo] + [f"{name}={value}" for name, value in overrides.items()])
             for offset in range(train.num_seeds):
@@ -597,35 +719,108 @@ def merge_task_configs(base: RunConfig, task_configs: dict[str, RunConfig]) -> R
 # -- profiles -------------------------------------------------------------------------------
 
 
+_PROFILE_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]*")
+
+
+def _is_profile_name(name: str) -> bool:
+    """A plain name of a file in profiles/: letters, digits, _ . -, no leading '.', no '..'."""
+    return bool(_PROFILE_NAME.fullmatch(name)) and ".." not in name
+
+
 def profile_names() -> list[str]:
-    return sorted(p.stem for p in PROFILES_DIR.glob("*.toml"))
+    """The names `load_profile` accepts: the plain-named files profiles/NAME.toml."""
+    return sorted(p.stem for p in PROFILES_DIR.glob("*.toml") if _is_profile_name(p.stem) and p.is_file())
 
 
 def profile_path(name: str) -> Path:
+    """profiles/NAME.toml; a ValueError for a name that is not a plain profile name (a path, '..',
+    an empty name) or names no profile."""
+    if not isinstance(name, str) or not _is_profile_name(name):
+        raise ValueError(
+            f"{name!r} is not a profile name: profile names are plain names from profiles/ (e.g. chain); "
+            "to load a TOML file elsewhere use --profile-file PATH"
+        )
     path = PROFILES_DIR / f"{name}.toml"
-    if not path.is_file():
+    try:
+        found = path.is_file()
+    except OSError:  # e.g. a name too long for the file system
+        found = False
+    if not found:
         names = profile_names()
-        close = difflib.get_close_matches(name, names, n=3)
+        close = difflib.get_close_matches(name.removesuffix(".toml"), names, n=3)
         hint = f" (did you mean {', '.join(close)}?)" if close else ""
         raise ValueError(f"unknown profile {name!r}{hint}; available: {', '.join(names)}")
     return path
 
 
-def profile_description(name: str) -> str:
-    return str(tomllib.loads(profile_path(name).read_text()).get("description", ""))
-
-
-def load_profile(name: str) -> RunConfig:
-    """The `RunConfig` of `profiles/NAME.toml`: defaults with the profile's tables applied."""
-    path = profile_path(name)
+def _read_profile_table(path: Path) -> dict[str, Any]:
+    """The TOML table of a profile file; a one-line ValueError naming `path` if it is missing, a
+    directory, unreadable, not UTF-8 or not valid TOML."""
     try:
-        table = tomllib.loads(path.read_text())
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise ValueError(f"profile file {path} does not exist") from None
+    except IsADirectoryError:
+        raise ValueError(f"profile file {path} is a directory, not a TOML file") from None
+    except OSError as error:
+        raise ValueError(f"profile file {path} cannot be read: {error.strerror or error}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise ValueError(f"profile {path} is not UTF-8 text: {error.reason} at byte {error.start}") from None
+    try:
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
         raise ValueError(f"profile {path} is not valid TOML: {error}") from None
+
+
+def _profile_config(path: Path, table: dict[str, Any]) -> RunConfig:
     try:
         return config_from_dict(table, ignore=("description",))
     except (ValueError, TypeError) as error:
         raise ValueError(f"profile {path}: {error}") from None
+
+
+def profile_description(name: str) -> str:
+    """The profile's `description`; "" if the file cannot be read or parsed (`list_profiles`
+    says why). An unknown or non-plain name is still a ValueError."""
+    path = profile_path(name)
+    try:
+        return str(_read_profile_table(path).get("description", ""))
+    except ValueError:
+        return ""
+
+
+def load_profile_file(path: str | Path) -> RunConfig:
+    """The `RunConfig` of a profile written as a TOML file anywhere (`--profile-file PATH`):
+    defaults with its tables applied, checked as `load_profile` checks a named profile. A
+    one-line ValueError names the path and what is wrong: missing, a directory, unreadable,
+    malformed TOML, or an unknown key or bad value."""
+    path = Path(path)
+    return _profile_config(path, _read_profile_table(path))
+
+
+def load_profile(name: str) -> RunConfig:
+    """The `RunConfig` of `profiles/NAME.toml`: defaults with the profile's tables applied."""
+    return load_profile_file(profile_path(name))
+
+
+def list_profiles() -> list[tuple[str, str, str | None]]:
+    """(name, description, error) for every profiles/*.toml, sorted by name: error is None for a
+    profile that loads, else the one-line reason it does not (a malformed or invalid file, or a
+    file name that is not a plain profile name); this never raises for a broken profile."""
+    listed = []
+    for path in sorted(PROFILES_DIR.glob("*.toml")):
+        name, description, error = path.stem, "", None
+        try:
+            profile_path(name)
+            table = _read_profile_table(path)
+            description = str(table.get("description", ""))
+            _profile_config(path, table)
+        except ValueError as failure:
+            error = str(failure)
+        listed.append((name, description, error))
+    return listed
 
 
 def config_from_dict(table: dict[str, Any], ignore: tuple[str, ...] = ()) -> RunConfig:
@@ -641,7 +836,10 @@ def config_from_dict(table: dict[str, Any], ignore: tuple[str, ...] = ()) -> Run
     for name in fields:
         base = getattr(defaults, name)
         if dataclasses.is_dataclass(base):
-            built[name] = _replace_checked(base, table.get(name, {}), name)
+            section = table.get(name, {})
+            if not isinstance(section, dict):
+                raise ValueError(f"{name} must be a table of options ([{name}]), got {section!r}")
+            built[name] = _replace_checked(base, section, name)
         elif name in table:
             built[name] = _coerce(name, table[name], hints[name])
     return RunConfig(**built)
@@ -681,6 +879,8 @@ def _coerce(key: str, value: Any, annotation: Any) -> Any:
             return value
     elif annotation is float:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
+            if not _is_finite(value):
+                raise ValueError(_not_finite(key, value))
             return float(value)
     elif annotation is str:
         if isinstance(value, str):

@@ -57,6 +57,9 @@ class MethodCurves:
     """[S, P] each seed's mean evaluation return (over its evaluation episodes) at each point."""
     sources: tuple[str, ...]
     """[S] the run directory each seed came from."""
+    unfinished: tuple[str, ...] = ()
+    """Statuses of source runs that did not finish (interrupted, failed, killed, ...); the
+    tables mark such a cell with a dagger."""
 
     def final_rewards(self) -> dict[int, float]:
         """Seed -> mean evaluation return at the last evaluation point."""
@@ -101,14 +104,11 @@ def _read_jsonl(path: Path, notes: list[str]) -> list[dict[str, Any]]:
 
 
 def _run_status(run_dir: Path) -> str | None:
-    """The summary's status, or None when the run has no (readable) summary.json."""
-    path = run_dir / "summary.json"
-    if not path.is_file():
-        return None
-    try:
-        return str(json.loads(path.read_text()).get("status"))
-    except (json.JSONDecodeError, AttributeError):
-        return None
+    """The summary's status (`lifecycle.read_status`: "killed" for a run that says running but
+    that no process holds), or None when the run has no (readable) summary.json."""
+    from mjx_pbac.lifecycle import read_status
+
+    return read_status(run_dir)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -120,6 +120,7 @@ class _SeedCurve:
     member: int
     env_steps: np.ndarray
     returns: np.ndarray
+    status: str = "finished"
 
 
 def _load_run(run_dir: Path, notes: list[str]) -> list[_SeedCurve]:
@@ -155,8 +156,10 @@ def _load_run(run_dir: Path, notes: list[str]) -> list[_SeedCurve]:
         notes.append(
             f"{run_dir} has no summary.json (still running or crashed): its curves are included as they are"
         )
+    elif status == "running":
+        notes.append(f"{run_dir} is still running: its curves so far are included (marked †)")
     elif status != "finished":
-        notes.append(f"{run_dir} is {status}, not finished: its curves are included as they are")
+        notes.append(f"{run_dir} is {status}, not finished: its curves are included as they are (marked †)")
 
     curves = []
     for index, member in sorted(members.items()):
@@ -170,7 +173,7 @@ def _load_run(run_dir: Path, notes: list[str]) -> list[_SeedCurve]:
         returns = np.array([points[index][step] for step in steps], dtype=np.float64)
         member_task = str(member.get("task") or task)  # runs that train several tasks name each member's
         curves.append(
-            _SeedCurve(member_task, str(member["label"]), int(member["seed"]), str(run_dir), index, steps, returns)
+            _SeedCurve(member_task, str(member["label"]), int(member["seed"]), str(run_dir), index, steps, returns, status or "no summary")
         )
     return curves
 
@@ -262,6 +265,7 @@ def load_runs(run_dirs: PathLike | Iterable[PathLike]) -> Curves:
             seeds=tuple(curve.seed for curve in seed_curves),
             returns=np.stack([curve.returns for curve in seed_curves]),
             sources=tuple(curve.run_dir for curve in seed_curves),
+            unfinished=tuple(sorted({curve.status for curve in seed_curves} - {"finished"})),
         )
     if mismatches:
         raise ValueError("\n".join(mismatches))
@@ -313,10 +317,11 @@ def _rows(curves: Curves, per_seed) -> list[tuple[str, list[tuple[str, bool] | N
             if (task, method) in curves.entries
         }
         bolded = stats.bold(values)
-        cells = [
-            (format_cell(stats.iqm(list(values[method].values()))), method in bolded) if method in values else None
-            for method in curves.methods
-        ]
+        def text(method):
+            dagger = "†" if curves.entries[(task, method)].unfinished else ""
+            return format_cell(stats.iqm(list(values[method].values()))) + dagger
+
+        cells = [(text(method), method in bolded) if method in values else None for method in curves.methods]
         rows.append((task, cells))
     return rows
 
@@ -336,11 +341,16 @@ _RULE = (
 )
 
 
+def _any_unfinished(curves: Curves) -> bool:
+    return any(entry.unfinished for entry in curves.entries.values())
+
+
 def _markdown(curves: Curves) -> str:
     def escape(text: str) -> str:
         return text.replace("|", "\\|")
 
-    lines = ["# Results", "", f"{_seed_line(curves)} {_RULE} '-': not run.", ""]
+    unfinished = " †: from a run that did not finish (see Notes)." if _any_unfinished(curves) else ""
+    lines = ["# Results", "", f"{_seed_line(curves)} {_RULE} '-': not run.{unfinished}", ""]
     for _, title, per_seed in _METRICS:
         lines += [f"## {title}", ""]
         lines.append("| Task | " + " | ".join(escape(method) for method in curves.methods) + " |")
@@ -378,7 +388,8 @@ def _latex(curves: Curves) -> str:
     for key, title, per_seed in _METRICS:
         rule = _latex_escape(_RULE).replace("p >= 0.05", "$p \\geq 0.05$")
         seeds = _latex_escape(_seed_line(curves))
-        caption = f"{_latex_escape(title)} ($\\uparrow$). {seeds} {rule} -: not run."
+        dagger = " $^\\dagger$: from a run that did not finish." if _any_unfinished(curves) else ""
+        caption = f"{_latex_escape(title)} ($\\uparrow$). {seeds} {rule} -: not run.{dagger}"
         lines += [
             "",
             "\\begin{table}[t]",
@@ -392,7 +403,8 @@ def _latex(curves: Curves) -> str:
         ]
         for task, cells in _rows(curves, per_seed):
             texts = [
-                "-" if cell is None else (f"\\textbf{{{cell[0]}}}" if cell[1] else cell[0]) for cell in cells
+                "-" if cell is None else (f"\\textbf{{{cell[0]}}}" if cell[1] else cell[0]).replace("†", "$^\\dagger$")
+                for cell in cells
             ]
             lines.append(f"    {_latex_escape(task)} & " + " & ".join(texts) + " \\\\")
         lines += ["    \\bottomrule", "  \\end{tabular}", "\\end{table}"]

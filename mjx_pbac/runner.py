@@ -2,24 +2,41 @@
 interrupts, divergence and resume.
 
 RUN_DIR/
-  config.json       the resolved config (and the env's), versions, device
+  config.json       the resolved config (and the env's) with its digest, memory estimate,
+                    versions, device, and any change made on resume
   metrics.jsonl     one record per chunk: losses, alpha, ensemble spread, returns, env steps/s
   eval.jsonl        one record per evaluation: every episode's return and length
   tb/               TensorBoard scalars (tensorboardX)
-  checkpoints/      step_<env steps>.npz, the newest `keep_checkpoints`
-  summary.json      status (finished, interrupted, diverged), final evaluation, timings
+  checkpoints/      step_<env steps>.npz, the newest `keep_checkpoints` (damaged ones found on
+                    resume are renamed step_<env steps>.npz.damaged)
+  summary.json      status (running, finished, interrupted, diverged, failed: see
+                    `mjx_pbac.lifecycle`), exit code, error, final evaluation, timings
+  error.log         the traceback of a failed run
+  attempts/N/       the logs of an attempt that ended before its first checkpoint
+  .lock             held by the process running the run (`lifecycle.RunLock`)
 
 A run directory is never overwritten: starting a run in an existing one is an error; `resume`
-continues it from its newest checkpoint, cutting the logs back to that step, so the resumed run
-produces exactly what the uninterrupted one would have.
+continues it from its newest checkpoint that loads and verifies, cutting the logs back to that
+step, so the resumed run produces exactly what the uninterrupted one would have. A run that
+ended before its first checkpoint is started again from step 0 by `resume`, its earlier logs set
+aside. Resume refuses a config.json that was edited by hand (its digest) or that differs from
+what the checkpoint was written with; the settings in CHANGEABLE_ON_RESUME change only through
+`resume`'s own options, recorded in config.json's "changes".
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import hashlib
 import json
+import os
+import re
+import shutil
 import signal
+import sys
 import time
+import traceback
 from datetime import datetime
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -30,20 +47,51 @@ import numpy as np
 import envs
 from mjx_pbac import checkpoint
 from mjx_pbac.algorithm import Algorithm
-from mjx_pbac.config import Member, RunConfig, config_from_dict, config_to_dict, expand_members, parse_overrides
+from mjx_pbac.checkpoint import CheckpointError
+from mjx_pbac.config import Member, RunConfig, Schedule, config_from_dict, config_to_dict, expand_members, parse_overrides
+from mjx_pbac.lifecycle import LOCK_NAME, ExitCode, RunLock, RunLocked, StopSignals, signal_name, write_json
 from mjx_pbac.logger import Progress, RunLogger, truncate_jsonl
 from mjx_pbac.loop import VISIT_PREFIX, Trainer, make_trainer, member_inputs, non_finite_metrics
 from mjx_pbac.algorithms import make_algorithm
 
 RUNS_ROOT = Path("runs")
 
+CHANGEABLE_ON_RESUME = ("total_steps", "eval_interval", "checkpoint_interval", "keep_checkpoints", "progress", "tensorboard")
+"""Train settings `--resume` may change (`python train.py --resume DIR --train.total-steps N`):
+they change neither the state's shapes nor what the steps already taken did."""
+
+MAX_EPISODE_LENGTH = 1_000_000
+"""The longest time limit a run accepts: an evaluation steps its episodes to the time limit in
+sequence, so a longer one would hold the device for hours per evaluation (the paper's is 1,000)."""
+
+_OUTPUTS = ("metrics.jsonl", "eval.jsonl", "visits.jsonl", "tb", "summary.json", "error.log")
+"""What a run writes besides config.json and checkpoints (set aside when it starts again)."""
+
 
 class RunError(RuntimeError):
     """A run could not start or continue; the message says why and what to do."""
 
+    exit_code = ExitCode.USAGE
+
 
 class TrainingDiverged(RunError):
-    pass
+    exit_code = ExitCode.DIVERGED
+
+
+class RunInterrupted(RunError):
+    """A stop signal ended the run (status interrupted)."""
+
+    label = "stopped"  # what the command line prints before the message (not an error)
+
+    def __init__(self, message: str, exit_code: int = ExitCode.INTERRUPTED):
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+class RunFailed(RunError):
+    """An error ended the run (status failed); raised from that error."""
+
+    exit_code = ExitCode.FAILED
 
 
 class Built(NamedTuple):
@@ -72,7 +120,6 @@ def build(config: RunConfig, donate: bool = True) -> Built:
     return Built(env, algorithm, trainer, members, dict(zip(names, params)))
 
 
-
 def device_description() -> dict[str, Any]:
     device = jax.devices()[0]
     return {
@@ -83,141 +130,437 @@ def device_description() -> dict[str, Any]:
     }
 
 
-def new_run_dir(config: RunConfig, profile: str) -> Path:
+def config_digest(config_record: dict[str, Any]) -> str:
+    """SHA-256 of a config as stored in config.json (canonical JSON), to tell a hand edit."""
+    return hashlib.sha256(json.dumps(config_record, sort_keys=True).encode()).hexdigest()
+
+
+def _has_outputs(run_dir: Path) -> bool:
+    """Whether `run_dir` holds anything but the lock and temporary files."""
+    return any(p.name != LOCK_NAME and not (p.name.startswith(".") and p.name.endswith(".tmp")) for p in run_dir.iterdir())
+
+
+def _os_error(what: str, path: Path, error: OSError) -> RunError:
+    return RunError(f"{what} {path}: {error.strerror or error}")
+
+
+def _lock(run_dir: Path) -> RunLock:
+    try:
+        return RunLock(run_dir).acquire()
+    except OSError as error:
+        raise _os_error("cannot lock the run directory", run_dir, error) from None
+
+
+def _safe_name(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", text).strip("._") or "run"
+
+
+def new_run_dir(config: RunConfig, profile: str) -> tuple[Path, RunLock]:
+    """Creates and locks the run directory: `train.run_dir` (which must not exist or be empty),
+    or runs/<profile>-<algo>-<env>-s<seed>-<time>."""
     if config.train.run_dir:
         run_dir = Path(config.train.run_dir)
-        if run_dir.exists() and any(run_dir.iterdir()):
-            raise RunError(
-                f"run directory {run_dir} already exists and is not empty; continue it with "
-                f"`python train.py --resume {run_dir}` or choose another --train.run-dir"
-            )
-        run_dir.mkdir(parents=True, exist_ok=True)
-        return run_dir
+        try:
+            if run_dir.exists() and not run_dir.is_dir():
+                raise RunError(f"run directory {run_dir} is an existing file, not a directory; choose another --train.run-dir")
+            run_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise _os_error("cannot create the run directory", run_dir, error) from None
+        lock = _lock(run_dir)
+        try:
+            if _has_outputs(run_dir):
+                raise RunError(
+                    f"run directory {run_dir} already exists and is not empty; continue it with "
+                    f"`python train.py --resume {run_dir}` or choose another --train.run-dir"
+                )
+        except BaseException:
+            lock.release()
+            raise
+        return run_dir, lock
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
     algo = "" if config.algo == "pbac" else f"{config.algo}-"
-    base = RUNS_ROOT / f"{profile}-{algo}{config.train.env}-s{config.train.seed}-{stamp}"
+    base = RUNS_ROOT / _safe_name(f"{profile}-{algo}{config.train.env}-s{config.train.seed}-{stamp}")
     run_dir, suffix = base, 1
-    while run_dir.exists():
-        suffix += 1
-        run_dir = base.with_name(f"{base.name}-{suffix}")
-    run_dir.mkdir(parents=True)
-    return run_dir
+    while True:
+        try:
+            run_dir.mkdir(parents=True)
+            break
+        except FileExistsError:
+            suffix += 1
+            run_dir = base.with_name(f"{base.name}-{suffix}")
+        except OSError as error:
+            raise _os_error("cannot create the run directory", run_dir, error) from None
+    return run_dir, _lock(run_dir)
+
+
+def read_run_record(run_dir: Path) -> dict[str, Any]:
+    """config.json of `run_dir`, parsed; a RunError says what is wrong with it."""
+    path = run_dir / "config.json"
+    try:
+        if not run_dir.exists():
+            raise RunError(f"no run directory {run_dir}")
+        if not run_dir.is_dir():
+            raise RunError(f"{run_dir} is a file, not a run directory")
+        if not path.is_file():
+            raise RunError(f"{run_dir} is not a run directory (no config.json)")
+    except OSError as error:
+        raise _os_error("cannot read the run directory", run_dir, error) from None
+    try:
+        record = json.loads(path.read_text())
+    except OSError as error:
+        raise _os_error("cannot read", path, error) from None
+    except (ValueError, UnicodeDecodeError) as error:
+        raise RunError(
+            f"{path} is damaged ({error}); a run cannot continue without its config: restore the file "
+            "or start a new run"
+        ) from None
+    if not isinstance(record, dict) or not isinstance(record.get("config"), dict):
+        raise RunError(f"{path} has no config record; restore the file or start a new run")
+    return record
 
 
 def load_run_config(run_dir: Path) -> tuple[RunConfig, str]:
-    path = run_dir / "config.json"
-    if not path.is_file():
-        raise RunError(f"{run_dir} is not a run directory (no config.json)")
-    record = json.loads(path.read_text())
-    return config_from_dict(record["config"]), record.get("profile", "custom")
+    """(config, profile) of a run directory, validated as a new config is; a RunError names a
+    damaged, invalid or hand-edited config.json."""
+    record = read_run_record(Path(run_dir))
+    path = Path(run_dir) / "config.json"
+    try:
+        config = config_from_dict(record["config"])
+        Schedule.of(config.train)
+        expand_members(dataclasses.replace(config, train=dataclasses.replace(config.train, num_seeds=1)))
+    except (ValueError, TypeError) as error:
+        raise RunError(f"{path} holds an invalid config: {error}; restore the file or start a new run") from None
+    stored = record.get("config_sha256")
+    if stored is not None and stored != config_digest(record["config"]):
+        changeable = ", ".join("--train." + name.replace("_", "-") for name in CHANGEABLE_ON_RESUME)
+        raise RunError(
+            f"{path} was edited since the run started (its config no longer matches its recorded digest); "
+            "a resumed run must train what its checkpoints hold. Undo the edit, or make an allowed change "
+            f"explicitly: `python train.py --resume {run_dir} --train.total-steps N` (changeable: {changeable})"
+        )
+    return config, str(record.get("profile", "custom"))
 
 
-class _InterruptFlag:
-    """Turns the first Ctrl-C into a request honoured between chunks (checkpoint, then stop)."""
-
-    def __init__(self):
-        self.requested = False
-        self._previous = None
-
-    def __enter__(self):
-        def handler(signum, frame):
-            if self.requested:  # a second Ctrl-C stops at once
-                raise KeyboardInterrupt
-            self.requested = True
-
-        self._previous = signal.signal(signal.SIGINT, handler)
-        return self
-
-    def __exit__(self, *exc):
-        signal.signal(signal.SIGINT, self._previous)
-        return False
+def config_differences(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
+    """The "section.field" names whose values differ between two configs as stored in JSON."""
+    differing = []
+    for section in sorted(set(a) | set(b)):
+        x, y = a.get(section), b.get(section)
+        if isinstance(x, dict) and isinstance(y, dict):
+            differing += [f"{section}.{k}" for k in sorted(set(x) | set(y)) if x.get(k) != y.get(k)]
+        elif x != y:
+            differing.append(section)
+    return differing
 
 
-def train(config: RunConfig | None, profile: str = "custom", resume_dir: str | Path | None = None) -> Path:
+def _preflight(config: RunConfig) -> dict[str, Any]:
+    """Refuses, before anything is written, a run that cannot fit the device's memory; returns
+    the estimate for config.json."""
+    from mjx_pbac import memory
+
+    try:
+        estimate = memory.check(config)
+    except ValueError as error:
+        raise RunError(str(error)) from None
+    return estimate.as_record()
+
+
+def _check_episode_length(env: Any) -> None:
+    length = int(getattr(env, "episode_length", 0))
+    if length > MAX_EPISODE_LENGTH:
+        raise RunError(
+            f"the env's time limit is {length:,} steps; a run accepts at most {MAX_EPISODE_LENGTH:,} (every "
+            "evaluation steps its episodes to the time limit in sequence); lower the horizon / episode_length override"
+        )
+
+
+def _check_disk(run_dir: Path, config: RunConfig, estimate: dict[str, Any]) -> None:
+    """Refuses a run whose checkpoints (keep_checkpoints + the one being written) cannot fit on
+    the run directory's disk."""
+    need = int(estimate.get("checkpoint_bytes", 0)) * (config.train.keep_checkpoints + 1)
+    try:
+        where = run_dir.absolute()
+        while not where.exists() and where != where.parent:  # the disk it will be made on
+            where = where.parent
+        free = shutil.disk_usage(where).free
+    except OSError:
+        return
+    if need > free:
+        raise RunError(
+            f"the checkpoints of this run need about {need / 2**30:.2f} GiB ({config.train.keep_checkpoints} kept + "
+            f"1 being written, {int(estimate['checkpoint_bytes']) / 2**30:.2f} GiB each) but {run_dir} has "
+            f"{free / 2**30:.2f} GiB free; free space, lower train.keep_checkpoints, or choose another --train.run-dir"
+        )
+
+
+def train(
+    config: RunConfig | None,
+    profile: str = "custom",
+    resume_dir: str | Path | None = None,
+    changes: dict[str, Any] | None = None,
+) -> Path:
     """Runs `config` in a new run directory, or (config None) resumes `resume_dir` with its saved
-    config; returns the run directory. See the module docstring."""
+    config and the allowed `changes` (CHANGEABLE_ON_RESUME); returns the run directory. Raises
+    RunError (refused before running), RunLocked, TrainingDiverged, RunInterrupted or RunFailed.
+    See the module docstring."""
     if resume_dir is not None:
-        run_dir = Path(resume_dir)
-        config, profile = load_run_config(run_dir)
+        return _resume(Path(resume_dir), dict(changes or {}))
+    if changes:
+        raise ValueError("changes apply to a resumed run only")
+    estimate = _preflight(config)
     built = build(config)
-    if resume_dir is None:
-        run_dir = new_run_dir(config, profile)
+    _check_episode_length(built.env)
+    _check_disk(Path(config.train.run_dir) if config.train.run_dir else RUNS_ROOT, config, estimate)
+    run_dir, lock = new_run_dir(config, profile)
+    try:
         env = built.env
+        config_record = config_to_dict(config)
         record = {
             "profile": profile,
             "algorithm": config.algo,
-            "config": config_to_dict(config),
+            "config": config_record,
+            "config_sha256": config_digest(json.loads(json.dumps(config_record))),
             "members": [
                 {"index": m.index, "seed": m.seed, "label": m.label, "task": m.task, "overrides": m.overrides}
                 for m in built.members
             ],
             "env_config": dataclasses.asdict(env.config) if dataclasses.is_dataclass(getattr(env, "config", None)) else {},
             "effective_steps": built.trainer.schedule.as_steps(),
+            "memory_estimate": estimate,
             "device": device_description(),
             "created": datetime.now().isoformat(timespec="seconds"),
         }
-        (run_dir / "config.json").write_text(json.dumps(record, indent=2) + "\n")
-    return _Run(config, run_dir, built, resume=resume_dir is not None).execute()
+        return _Run(config, run_dir, built, resume=False, record=record).execute()
+    finally:
+        lock.release()
+
+
+def _resume(run_dir: Path, changes: dict[str, Any]) -> Path:
+    read_run_record(run_dir)  # a clear error for a missing or damaged directory before locking it
+    lock = _lock(run_dir)
+    try:
+        config, _ = load_run_config(run_dir)
+        unknown = sorted(set(changes) - set(CHANGEABLE_ON_RESUME))
+        if unknown:
+            raise RunError(f"cannot change {', '.join(unknown)} on resume; changeable: {', '.join(CHANGEABLE_ON_RESUME)}")
+        if changes:
+            try:
+                config = dataclasses.replace(config, train=dataclasses.replace(config.train, **changes))
+                Schedule.of(config.train)
+            except (ValueError, TypeError) as error:
+                raise RunError(f"invalid change on resume: {error}") from None
+        estimate = _preflight(config)
+        built = build(config)
+        _check_episode_length(built.env)
+        _check_disk(run_dir, config, estimate)
+        return _Run(config, run_dir, built, resume=True, changes=changes).execute()
+    finally:
+        lock.release()
 
 
 class _Run:
-    def __init__(self, config: RunConfig, run_dir: Path, built: Built, resume: bool):
+    def __init__(self, config: RunConfig, run_dir: Path, built: Built, resume: bool, record: dict | None = None, changes: dict | None = None):
         self.config, self.run_dir, self.built, self.resume = config, run_dir, built, resume
+        self.record, self.changes = record, changes or {}
         self.trainer, self.members = built.trainer, built.members
         self.train = config.train
         self.schedule = self.trainer.schedule
         self.checkpoint_dir = run_dir / "checkpoints"
         self.last_eval: float | None = None
         self.called: set[str] = set()  # programs run by this process: a first call includes its compile
+        self.env_steps = 0  # reached so far (the end of the last chunk run)
+        self.started = time.perf_counter()
+        self.progress: Progress | None = None
+
+    # -- status ---------------------------------------------------------------------------
+
+    def _say(self, text: str) -> None:
+        if self.progress is not None and self.train.progress:
+            self.progress.message(text)
+        else:
+            print(text, file=sys.stderr, flush=True)
+
+    def _newest_checkpoint(self) -> str:
+        saved = checkpoint.list_checkpoints(self.checkpoint_dir)
+        return saved[-1].name if saved else "none"
+
+    def _on_first_signal(self, signum: int) -> None:
+        self._say(
+            f"{signal_name(signum)} received: stopping after the current chunk with a checkpoint "
+            f"(send it again to stop at once, keeping only {self._newest_checkpoint()})"
+        )
+
+    def _on_stop_now(self, signum: int) -> None:
+        message = (
+            f"stopped at once by a second {signal_name(signum)} after {self.env_steps:,} env steps; nothing after "
+            f"checkpoint {self._newest_checkpoint()} was kept. Continue with `python train.py --resume {self.run_dir}`"
+        )
+        self._summary("interrupted", message, time.perf_counter() - self.started, exit_code=128 + signum)
+        self._say(message)
 
     def execute(self) -> Path:
-        state = self.built.init_state()
-        chunk, elapsed = 0, 0.0
-        if self.resume:
-            path = checkpoint.latest(self.checkpoint_dir)
-            state, metadata = checkpoint.restore(path, template=state)
-            chunk, elapsed = metadata["chunk"], metadata["elapsed_s"]
-            for name in ("metrics.jsonl", "eval.jsonl", "visits.jsonl"):
-                truncate_jsonl(self.run_dir / name, metadata["env_steps"])
-        logger = RunLogger(self.run_dir, self.members, self.train.tensorboard, purge_step=(chunk * self.schedule.chunk_env_steps + 1) if self.resume else None)
-        progress = Progress(self.schedule.total_env_steps, self.train.progress)
-        if self.resume:
-            progress.message(f"resuming {self.run_dir} from {path.name} ({chunk * self.schedule.chunk_env_steps:,} env steps)")
-        else:
-            progress.message(f"run directory: {self.run_dir} ({len(self.members)} member(s) in one program)")
-            for line in self.schedule.adjustments(self.train):
-                progress.message(f"note: {line}")
-        started = time.perf_counter() - elapsed
-        status, message = "finished", ""
-        try:
-            with _InterruptFlag() as interrupt:
-                if chunk == 0 and not self.resume:
-                    self._evaluate(state, 0, logger)
-                while chunk < self.schedule.num_chunks:
-                    state, chunk = self._chunk(state, chunk, logger, progress)
-                    env_steps = chunk * self.schedule.chunk_env_steps
-                    last = chunk == self.schedule.num_chunks
-                    if chunk % self.schedule.eval_every_chunks == 0 or last:
-                        self._evaluate(state, env_steps, logger)
-                    if chunk % self.schedule.checkpoint_every_chunks == 0 or last or interrupt.requested:
-                        self._save(state, chunk, time.perf_counter() - started)
-                    if interrupt.requested and not last:
-                        status = "interrupted"
-                        message = (
-                            f"interrupted at {env_steps:,} env steps; checkpoint saved. Continue with "
-                            f"`python train.py --resume {self.run_dir}`"
-                        )
-                        break
-        except TrainingDiverged as error:
-            status, message = "diverged", str(error)
-            raise
-        finally:
-            progress.close()
-            logger.close()
-            self._summary(status, message, time.perf_counter() - started)
-            if message and status != "diverged":
-                progress.message(message)
+        status, message, exit_code, error_text = "failed", "", ExitCode.FAILED, None
+        logger, record_status = None, True
+        self.progress = Progress(self.schedule.total_env_steps, self.train.progress)
+        with StopSignals(on_first=self._on_first_signal, on_stop_now=self._on_stop_now) as stop:
+            try:
+                if self.record is not None:
+                    write_json(self.run_dir / "config.json", self.record)
+                    self._summary("running", "", 0.0)
+                state = self.built.init_state()
+                chunk, elapsed = 0, 0.0
+                if self.resume:
+                    state, chunk, elapsed = self._restore(state)
+                    self._summary("running", "", elapsed)
+                self.started = time.perf_counter() - elapsed
+                self.env_steps = chunk * self.schedule.chunk_env_steps
+                logger = RunLogger(self.run_dir, self.members, self.train.tensorboard, purge_step=(self.env_steps + 1) if chunk else None)
+                if not self.resume or chunk == 0:
+                    self.progress.message(f"run directory: {self.run_dir} ({len(self.members)} member(s) in one program)")
+                    for line in self.schedule.adjustments(self.train):
+                        self.progress.message(f"note: {line}")
+                status, message = self._loop(state, chunk, logger, stop)
+                exit_code = ExitCode.FINISHED if status == "finished" else ExitCode.INTERRUPTED
+            except TrainingDiverged as error:
+                status, message, exit_code = "diverged", str(error), ExitCode.DIVERGED
+                raise
+            except KeyboardInterrupt:  # outside the main thread, or before the handlers were set
+                status, exit_code = "interrupted", 128 + signal.SIGINT
+                message = (
+                    f"interrupted after {self.env_steps:,} env steps; newest checkpoint {self._newest_checkpoint()}. "
+                    f"Continue with `python train.py --resume {self.run_dir}`"
+                )
+                raise RunInterrupted(message, exit_code) from None
+            except (RunError, CheckpointError):  # a resume refused (a checkpoint of other settings)
+                record_status = logger is not None  # a refusal leaves the run's status as it was
+                raise
+            except Exception as error:
+                status, exit_code = "failed", ExitCode.FAILED
+                error_text = f"{type(error).__name__}: {error}"
+                log = self._write_error_log()
+                message = (
+                    f"run failed after {self.env_steps:,} env steps: {error_text}"
+                    f"{f' (traceback in {log})' if log else ''}; newest checkpoint {self._newest_checkpoint()}. "
+                    f"Continue with `python train.py --resume {self.run_dir}` once the cause is fixed"
+                )
+                raise RunFailed(message) from error
+            finally:
+                self.progress.close()
+                if logger is not None:
+                    with contextlib.suppress(Exception):
+                        logger.close()
+                if record_status:
+                    self._summary(status, message, time.perf_counter() - self.started, exit_code=exit_code, error=error_text)
+        if status == "interrupted":
+            raise RunInterrupted(message, exit_code)
         return self.run_dir
+
+    def _write_error_log(self) -> Path | None:
+        path = self.run_dir / "error.log"
+        try:
+            with open(path, "a") as handle:
+                handle.write(f"-- {datetime.now().isoformat(timespec='seconds')} after {self.env_steps} env steps\n")
+                handle.write(traceback.format_exc())
+            return path
+        except OSError:
+            return None
+
+    def _restore(self, template) -> tuple[Any, int, float]:
+        """(state, chunk, elapsed) from the newest usable checkpoint; with none, the run starts
+        again from step 0 with its earlier outputs set aside in RUN_DIR/attempts/N."""
+        found = checkpoint.restore_newest(self.checkpoint_dir, template, warn=self._say)
+        if found is None:
+            aside = self._set_aside_outputs()
+            where = f" (the earlier attempt's logs are kept in {aside})" if aside else ""
+            self._say(f"no usable checkpoint in {self.checkpoint_dir}: starting {self.run_dir} again from step 0{where}")
+            self._record_changes(0)
+            self.resume = False
+            return template, 0, 0.0
+        state, metadata, path = found
+        stored = metadata.get("config")
+        if stored is not None:
+            current = json.loads(json.dumps(config_to_dict(self.config)))
+            differing = [
+                name for name in config_differences(stored, current)
+                if name.removeprefix("train.") not in (*CHANGEABLE_ON_RESUME, "run_dir")
+            ]
+            if differing:
+                raise RunError(
+                    f"checkpoint {path} was written with other settings than {self.run_dir}/config.json "
+                    f"({', '.join(differing)}): it belongs to another run; move it away or start a new run"
+                )
+        chunk, elapsed = int(metadata["chunk"]), float(metadata["elapsed_s"])
+        env_steps = chunk * self.schedule.chunk_env_steps
+        if env_steps != metadata["env_steps"] or chunk > self.schedule.num_chunks:
+            raise RunError(
+                f"checkpoint {path} is at {metadata['env_steps']:,} env steps, beyond this run's "
+                f"{self.schedule.total_env_steps:,}; raise --train.total-steps to continue it"
+            )
+        self._record_changes(env_steps)
+        for name in ("metrics.jsonl", "eval.jsonl", "visits.jsonl"):
+            truncate_jsonl(self.run_dir / name, env_steps)
+        self._say(f"resuming {self.run_dir} from {path.name} ({env_steps:,} env steps)")
+        return state, chunk, elapsed
+
+    def _record_changes(self, env_steps: int) -> None:
+        """Writes the resume's allowed changes into config.json (config, digest, a history entry)."""
+        if not self.changes:
+            return
+        record = read_run_record(self.run_dir)
+        before = record["config"]["train"]
+        entry = {"at_env_steps": env_steps, "time": datetime.now().isoformat(timespec="seconds")}
+        entry.update({f"train.{k}": [before.get(k), v] for k, v in self.changes.items() if before.get(k) != v})
+        config_record = config_to_dict(self.config)
+        record["config"] = config_record
+        record["config_sha256"] = config_digest(json.loads(json.dumps(config_record)))
+        record["effective_steps"] = self.schedule.as_steps()
+        record.setdefault("changes", []).append(entry)
+        write_json(self.run_dir / "config.json", record)
+        self._say("changed on resume: " + ", ".join(f"{k} {v[0]} -> {v[1]}" for k, v in entry.items() if k.startswith("train.")))
+
+    def _set_aside_outputs(self) -> Path | None:
+        present = [self.run_dir / name for name in _OUTPUTS if (self.run_dir / name).exists()]
+        present = [p for p in present if p.name != "summary.json"] + [p for p in present if p.name == "summary.json"]
+        if not present:
+            return None
+        attempts = self.run_dir / "attempts"
+        number = 1 + sum(1 for _ in attempts.iterdir()) if attempts.is_dir() else 1
+        aside = attempts / str(number)
+        aside.mkdir(parents=True)
+        for path in present:
+            os.replace(path, aside / path.name)
+        return aside
+
+    def _loop(self, state, chunk: int, logger: RunLogger, stop: StopSignals) -> tuple[str, str]:
+        """Trains from `chunk` to the end or a stop request; returns (status, message)."""
+        if chunk == 0:
+            self._evaluate(state, 0, logger)
+        saved_chunk = chunk
+        while chunk < self.schedule.num_chunks:
+            if stop.requested is not None:
+                break
+            state, chunk = self._chunk(state, chunk, logger, self.progress)
+            self.env_steps = env_steps = chunk * self.schedule.chunk_env_steps
+            last = chunk == self.schedule.num_chunks
+            if chunk % self.schedule.eval_every_chunks == 0 or last:
+                self._evaluate(state, env_steps, logger)
+            if chunk % self.schedule.checkpoint_every_chunks == 0 or last or stop.requested is not None:
+                self._save(state, chunk, time.perf_counter() - self.started)
+                saved_chunk = chunk
+        if chunk == self.schedule.num_chunks:
+            return "finished", ""
+        if saved_chunk != chunk:  # stopped before the first chunk of this process: nothing new to keep
+            self._save(state, chunk, time.perf_counter() - self.started)
+        name = signal_name(stop.requested)
+        if chunk == 0:
+            return "interrupted", (
+                f"interrupted by {name} before the first chunk; nothing to keep. "
+                f"`python train.py --resume {self.run_dir}` starts it from step 0"
+            )
+        return "interrupted", (
+            f"interrupted by {name} at {self.env_steps:,} env steps; checkpoint {self._newest_checkpoint()} saved. "
+            f"Continue with `python train.py --resume {self.run_dir}`"
+        )
 
     def _chunk(self, state, chunk: int, logger: RunLogger, progress: Progress):
         warmup = chunk < self.schedule.warmup_chunks
@@ -347,17 +690,28 @@ class _Run:
             self.checkpoint_dir,
             state,
             env_steps=chunk * self.schedule.chunk_env_steps,
-            metadata={"chunk": chunk, "elapsed_s": elapsed},
+            metadata={"chunk": chunk, "elapsed_s": elapsed, "config": config_to_dict(self.config)},
             keep=self.train.keep_checkpoints,
         )
 
-    def _summary(self, status: str, message: str, elapsed: float) -> None:
-        evaluations = [json.loads(line) for line in (self.run_dir / "eval.jsonl").read_text().splitlines() if line.strip()]
+    def _summary(self, status: str, message: str, elapsed: float, exit_code: int = ExitCode.FINISHED, error: str | None = None) -> None:
+        """Writes summary.json (atomically); a failure to write it is reported, not raised, so it
+        never hides the error that ended the run."""
+        evaluations = []
+        try:
+            lines = (self.run_dir / "eval.jsonl").read_text().splitlines()
+        except OSError:
+            lines = []
+        for line in lines:
+            with contextlib.suppress(ValueError):
+                evaluations.append(json.loads(line))
         last_step = max((e["env_steps"] for e in evaluations), default=None)
         final = [e for e in evaluations if e["env_steps"] == last_step]
         summary = {
             "status": status,
             "message": message,
+            "exit_code": int(exit_code),
+            "env_steps": self.env_steps,
             "elapsed_s": elapsed,
             "final_eval": {
                 "env_steps": last_step,
@@ -368,4 +722,11 @@ class _Run:
             else None,
             "checkpoints": [p.name for p in checkpoint.list_checkpoints(self.checkpoint_dir)],
         }
-        (self.run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+        if error is not None:
+            summary["error"] = error
+        if status == "running":
+            summary.update(pid=os.getpid(), started=datetime.now().isoformat(timespec="seconds"))
+        try:
+            write_json(self.run_dir / "summary.json", summary)
+        except OSError as write_error:
+            print(f"warning: could not write {self.run_dir / 'summary.json'} ({write_error.strerror}); status {status}", file=sys.stderr)

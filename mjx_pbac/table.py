@@ -11,11 +11,14 @@ device. The table directory:
   OUT/report/            `train.py report` over every run: results.md / results.tex (the
                          paper's final-reward and AULC tables), one reward-curve PNG per task
 
-Running the same command again continues: finished runs are skipped, interrupted or crashed ones
-resume from their newest checkpoint (bit for bit, as `--resume`), a run that stopped before its
-first checkpoint is set aside (renamed, nothing deleted) and started again. A run that diverges
-is recorded and the block goes on with the next; the report then notes it. A changed command
-(other seeds, settings or algorithms for a run that exists) is refused rather than mixed in.
+Running the same command again continues: finished runs are skipped, interrupted, failed or
+killed ones resume from their newest usable checkpoint (bit for bit, as `--resume`; one that
+stopped before its first checkpoint starts again from step 0, its logs set aside), a directory
+without a readable config.json is set aside (renamed, nothing deleted) and started again. A run
+that diverges is recorded and the block goes on with the next; the report then notes it. An
+interrupted or failed run stops the block (exit code as `train.py`'s) after recording its status.
+A changed command (other seeds, settings or algorithms for a run that exists) is refused rather
+than mixed in. The table directory is locked while a command works on it.
 """
 
 from __future__ import annotations
@@ -85,19 +88,18 @@ def plan(task_configs: dict[tuple[str, str], RunConfig], group_tasks: bool = Tru
 
 
 def _status(run_dir: Path) -> str:
-    """"new", "finished", "resumable" (a checkpoint to continue from) or "no-checkpoint"."""
-    from mjx_pbac import checkpoint
+    """"new", "finished", "resumable" (`--resume` continues it, from step 0 when it has no
+    checkpoint) or "no-config" (not a run directory that can be resumed)."""
+    from mjx_pbac import runner
+    from mjx_pbac.lifecycle import LOCK_NAME, read_status
 
-    if not run_dir.exists() or not any(run_dir.iterdir()):
+    if not run_dir.exists() or not any(p.name != LOCK_NAME for p in run_dir.iterdir()):
         return "new"
-    summary = run_dir / "summary.json"
-    if summary.is_file():
-        try:
-            if json.loads(summary.read_text()).get("status") == "finished":
-                return "finished"
-        except json.JSONDecodeError:
-            pass
-    return "resumable" if checkpoint.list_checkpoints(run_dir / "checkpoints") else "no-checkpoint"
+    try:
+        runner.read_run_record(run_dir)
+    except runner.RunError:
+        return "no-config"
+    return "finished" if read_status(run_dir) == "finished" else "resumable"
 
 
 def _same_run(run_dir: Path, config: RunConfig) -> str | None:
@@ -105,20 +107,15 @@ def _same_run(run_dir: Path, config: RunConfig) -> str | None:
     path = run_dir / "config.json"
     if not path.is_file():
         return "it has no config.json"
-    stored = json.loads(path.read_text()).get("config", {})
+    from mjx_pbac import runner
+
+    stored = runner.read_run_record(run_dir)["config"]
     wanted = json.loads(json.dumps(config_to_dict(config)))
     for section in (stored, wanted):
         section.get("train", {}).pop("run_dir", None)
     if stored == wanted:
         return None
-    differing = []
-    for section in sorted(set(stored) | set(wanted)):
-        a, b = stored.get(section), wanted.get(section)
-        if isinstance(a, dict) and isinstance(b, dict):
-            differing += [f"{section}.{k}" for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
-        elif a != b:
-            differing.append(section)
-    return "it was started with other settings: " + ", ".join(differing)
+    return "it was started with other settings: " + ", ".join(runner.config_differences(stored, wanted))
 
 
 def run_table(
@@ -134,9 +131,19 @@ def run_table(
     from mjx_pbac import runner
     from mjx_pbac.report import write_report
 
+    from mjx_pbac.lifecycle import RunLock
+
     out_dir = Path(out_dir)
     runs_dir = out_dir / "runs"
     runs_dir.mkdir(parents=True, exist_ok=True)
+    with RunLock(out_dir):
+        return _run_table(programs, out_dir, runs_dir, block, log, report)
+
+
+def _run_table(programs, out_dir: Path, runs_dir: Path, block: str, log, report) -> dict[str, Any]:
+    from mjx_pbac import runner
+    from mjx_pbac.report import write_report
+
     record: dict[str, Any] = {
         "block": block,
         "algorithms": sorted({p.algo for p in programs}),
@@ -168,10 +175,10 @@ def run_table(
             log(f"[table] {program.algo} on {tasks}: finished earlier, skipped ({run_dir})")
             entry["status"] = "finished"
             continue
-        if status == "no-checkpoint":
+        if status == "no-config":
             aside = run_dir.with_name(f"{run_dir.name}.incomplete-{time.strftime('%Y%m%d-%H%M%S')}")
             run_dir.rename(aside)
-            log(f"[table] {run_dir} stopped before its first checkpoint; set aside as {aside.name}, starting again")
+            log(f"[table] {run_dir} has no readable config.json; set aside as {aside.name}, starting again")
             status = "new"
         try:
             if status == "resumable":
@@ -182,17 +189,17 @@ def run_table(
                     f"{program.config.train.num_seeds} seed(s) in one program -> {run_dir}")
                 config = dataclasses.replace(program.config, train=dataclasses.replace(program.config.train, run_dir=str(run_dir)))
                 runner.train(config, profile=f"table-{block}")
-            summary = json.loads((run_dir / "summary.json").read_text())
-            entry["status"] = summary["status"]
+            entry["status"] = "finished"
         except runner.TrainingDiverged as error:
             entry["status"] = "diverged"
             log(f"[table] {program.algo} on {tasks} diverged, going on with the next run: {error}")
-        write()
-        if entry["status"] == "interrupted":
+        except (runner.RunInterrupted, runner.RunFailed) as error:
+            entry["status"] = "interrupted" if isinstance(error, runner.RunInterrupted) else "failed"
             record["elapsed_s"] = time.perf_counter() - started
             write()
-            log("[table] interrupted; run the same command again to continue")
-            return record
+            log(f"[table] {program.algo} on {tasks} {entry['status']}; run the same command again to continue")
+            raise
+        write()
     record["elapsed_s"] = time.perf_counter() - started
     run_dirs = [r["run_dir"] for r in record["runs"] if (Path(r["run_dir"]) / "eval.jsonl").is_file()]
     write()

@@ -4,7 +4,9 @@ and bad input gets a clear error."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import io
 import json
 import os
 import signal
@@ -124,9 +126,11 @@ def test_resume_after_interrupt_equals_uninterrupted_run(tmp_path, monkeypatch, 
 
     _wrap_train_chunk(monkeypatch, interrupt_after_second)
     run_dir = tmp_path / "interrupted"
-    runner.train(_tiny_chain(run_dir), profile="chain")
+    with pytest.raises(runner.RunInterrupted, match="interrupted by SIGINT at 3,000 env steps") as raised:
+        runner.train(_tiny_chain(run_dir), profile="chain")
+    assert raised.value.exit_code == 75
     summary = json.loads((run_dir / "summary.json").read_text())
-    assert summary["status"] == "interrupted" and "--resume" in summary["message"]
+    assert summary["status"] == "interrupted" and "--resume" in summary["message"] and summary["exit_code"] == 75
     assert checkpoint.latest(run_dir / "checkpoints").name == "step_000003000.npz"
 
     monkeypatch.undo()
@@ -148,8 +152,11 @@ def test_resume_after_crash_repeats_nothing_and_loses_nothing(tmp_path, monkeypa
     _wrap_train_chunk(monkeypatch, crash_in_third)
     run_dir = tmp_path / "crashed"
     config = _tiny_chain(run_dir, checkpoint_interval=2_000)  # the crash loses the 3,000 chunk
-    with pytest.raises(RuntimeError, match="simulated crash"):
+    with pytest.raises(runner.RunFailed, match="run failed after 3,000 env steps: RuntimeError: simulated crash"):
         runner.train(config, profile="chain")
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert (summary["status"], summary["exit_code"], summary["error"]) == ("failed", 1, "RuntimeError: simulated crash")
+    assert "simulated crash" in (run_dir / "error.log").read_text()
     assert checkpoint.latest(run_dir / "checkpoints").name == "step_000002000.npz"
     assert [m["env_steps"] for m in _records(run_dir / "metrics.jsonl")] == [1000, 1000, 2000, 2000, 3000, 3000]
 
@@ -205,36 +212,39 @@ def test_pbac_reaches_the_far_reward_on_the_chain(tmp_path):
 # -- the command line -------------------------------------------------------------------------
 
 
-def _fails(argv, capsys=None):
-    with pytest.raises(SystemExit) as raised:
-        cli.main(argv)
-    return str(raised.value.code)
+def _fails(argv, code=2):
+    """The one-line error `train.py argv` prints, checking its exit code."""
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        assert cli.run(argv) == code
+    text = err.getvalue()
+    assert text.startswith("error: ") and "Traceback" not in text, text
+    return text
 
 
 def test_cli_errors_name_what_was_wrong_and_what_is_valid(tmp_path):
     assert "unknown profile 'chian' (did you mean chain?)" in _fails(["--profile", "chian"])
     assert "--profile NAME is required; available:" in _fails(["--train.seed", "1"])
     assert "not a run directory" in _fails(["--resume", str(tmp_path)])
-    assert "takes no other options" in _fails(["--resume", str(tmp_path), "--train.seed", "2"])
+    assert "--train.seed cannot change on resume" in _fails(["--resume", str(tmp_path), "--train.seed", "2"])
     assert "unknown environment 'chainn'" in _fails(["--profile", "chain", "--train.env", "chainn"])
     unknown_key = _fails(["--profile", "chain", "--train.env-overrides", "horizn=5"])
     assert "horizn" in unknown_key and "horizon" in unknown_key  # names the valid keys
     assert "unknown command" in _fails(["trian"])
 
 
-def test_cli_bad_values_are_refused_before_anything_runs(tmp_path, capsys):
-    for argv in (
-        ["--profile", "chain", "--train.warmup-steps", "20000"],
-        ["--profile", "chain", "--pbac.loss-form", "printed"],
-        ["--profile", "chain", "--pbac.bootstrap-rate", "1.5"],
-        ["--profile", "chain", "--train.env-overrides", "horizon"],
-    ):
-        with pytest.raises(SystemExit) as raised:
-            cli.main(argv + ["--train.run-dir", str(tmp_path / "x")])
-        assert raised.value.code != 0
-    err = capsys.readouterr().err
-    assert "warmup_steps (20000) must be < total_steps (20000)" in err and "bootstrap_rate must lie in [0, 1)" in err
-    assert "malformed override 'horizon'" in err and "printed" in err
+def test_cli_bad_values_are_refused_before_anything_runs(tmp_path):
+    errors = [
+        _fails(argv + ["--train.run-dir", str(tmp_path / "x")])
+        for argv in (
+            ["--profile", "chain", "--train.warmup-steps", "20000"],
+            ["--profile", "chain", "--pbac.loss-form", "printed"],
+            ["--profile", "chain", "--pbac.bootstrap-rate", "1.5"],
+            ["--profile", "chain", "--train.env-overrides", "horizon"],
+        )
+    ]
+    assert "warmup_steps (20000) must be < total_steps (20000)" in errors[0] and "printed" in errors[1]
+    assert "bootstrap_rate must lie in [0, 1)" in errors[2] and "malformed override 'horizon'" in errors[3]
     assert not (tmp_path / "x").exists()
 
 

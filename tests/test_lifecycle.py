@@ -1,0 +1,444 @@
+"""How runs end and what they leave: statuses and exit codes, the run-directory lock, stop
+signals, damaged checkpoints and config files, runs that ended before their first checkpoint,
+and bad input of every kind as a one-line error (never a traceback)."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import train as cli
+from mjx_pbac import checkpoint, config as config_module, lifecycle, runner
+from mjx_pbac.report import write_report
+from tests.test_runs import _final_arrays, _records, _tiny_chain, _wrap_train_chunk
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _cli(argv) -> tuple[int, str]:
+    """(exit code, stderr) of `train.py argv` run in this process."""
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        code = cli.run(argv)
+    return code, err.getvalue()
+
+
+def _one_line_error(text: str) -> str:
+    lines = [line for line in text.splitlines() if line.startswith("error: ")]
+    assert len(lines) == 1 and "Traceback" not in text, text
+    return lines[0]
+
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory):
+    """A finished 4,000-step, two-seed chain run with a checkpoint every 1,000 steps."""
+    run_dir = tmp_path_factory.mktemp("lifecycle") / "finished"
+    runner.train(_tiny_chain(run_dir), profile="chain")
+    return run_dir
+
+
+def _copy(run_dir: Path, to: Path) -> Path:
+    shutil.copytree(run_dir, to)
+    return to
+
+
+# -- the lock ---------------------------------------------------------------------------------
+
+
+def test_a_held_run_directory_refuses_a_second_run_and_resume_naming_the_holder(tmp_path, finished_run):
+    run_dir = tmp_path / "held"
+    run_dir.mkdir()
+    with lifecycle.RunLock(run_dir):
+        with pytest.raises(lifecycle.RunLocked, match=rf"in use by process {os.getpid()} on .*kill -TERM {os.getpid()}"):
+            runner.train(_tiny_chain(run_dir), profile="chain")
+        assert lifecycle.is_locked(run_dir)
+    assert not (run_dir / "config.json").exists()  # refused before writing anything
+    copy = _copy(finished_run, tmp_path / "copy")
+    with lifecycle.RunLock(copy):
+        code, err = _cli(["--resume", str(copy)])
+    assert code == 4 and "is in use by process" in _one_line_error(err)
+
+
+def test_a_lock_dies_with_its_process_and_a_killed_run_reads_as_killed(tmp_path):
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "summary.json").write_text(json.dumps({"status": "running"}))
+    holder = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(f"""
+            import sys, time
+            sys.path.insert(0, {str(ROOT)!r})
+            from mjx_pbac.lifecycle import RunLock
+            lock = RunLock({str(run_dir)!r}).acquire()
+            print("locked", flush=True)
+            time.sleep(120)
+        """)],
+        stdout=subprocess.PIPE, text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        assert lifecycle.is_locked(run_dir) and lifecycle.read_status(run_dir) == "running"
+        with pytest.raises(lifecycle.RunLocked, match=f"process {holder.pid}"):
+            lifecycle.RunLock(run_dir).acquire()
+    finally:
+        holder.kill()  # SIGKILL: no clean-up runs
+        holder.wait()
+    assert not lifecycle.is_locked(run_dir) and lifecycle.read_status(run_dir) == "killed"
+    lock = lifecycle.RunLock(run_dir).acquire()  # the stale holder does not block
+    assert lock.previous["pid"] == holder.pid
+    lock.release()
+
+
+@pytest.mark.slow
+def test_two_runs_started_at_once_in_one_directory_one_is_refused(tmp_path):
+    run_dir = tmp_path / "race"
+    command = [sys.executable, "train.py", "--profile", "chain", "--train.total-steps", "2000",
+               "--train.warmup-steps", "1000", "--train.run-dir", str(run_dir), "--train.progress", "False"]
+    processes = [subprocess.Popen(command, cwd=ROOT, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    results = [(p.wait(timeout=600), p.stderr.read()) for p in processes]
+    codes = sorted(code for code, _ in results)
+    assert codes[0] == 0 and codes[1] in (2, 4), results  # 4: in use; 2: it came after, not empty
+    loser = next(err for code, err in results if code != 0)
+    assert "in use by process" in loser or "already exists and is not empty" in loser
+    assert json.loads((run_dir / "summary.json").read_text())["status"] == "finished"
+    assert len(_records(run_dir / "metrics.jsonl")) == 2  # one run's records, not two interleaved
+
+
+# -- statuses and exit codes --------------------------------------------------------------------
+
+
+def test_sigterm_checkpoints_after_the_chunk_and_exits_75(tmp_path, monkeypatch, finished_run):
+    def terminate_in_second(call, state, metrics):
+        if call == 2:
+            os.kill(os.getpid(), signal.SIGTERM)  # what a cluster sends before pre-emption
+        return state, metrics
+
+    _wrap_train_chunk(monkeypatch, terminate_in_second)
+    run_dir = tmp_path / "terminated"
+    code, err = _cli(["--profile", "chain", "--train.run-dir", str(run_dir), "--seeds", "2", "--train.total-steps", "4000",
+                      "--train.warmup-steps", "1000", "--train.eval-interval", "2000", "--train.checkpoint-interval", "20000",
+                      "--train.keep-checkpoints", "10", "--train.progress", "False"])
+    assert code == 75, err
+    (line,) = [line for line in err.splitlines() if line.startswith("stopped: ")]
+    assert "interrupted by SIGTERM at 3,000 env steps; checkpoint step_000003000.npz saved" in line and "error" not in err
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert (summary["status"], summary["exit_code"], summary["env_steps"]) == ("interrupted", 75, 3000)
+    assert checkpoint.latest(run_dir / "checkpoints").name == "step_000003000.npz"  # not on the 20,000 grid
+    monkeypatch.undo()
+    assert _cli(["--resume", str(run_dir)])[0] == 0
+    assert _records(run_dir / "metrics.jsonl") == _records(finished_run / "metrics.jsonl")
+    resumed, reference = _final_arrays(run_dir), _final_arrays(finished_run)
+    for name in reference:
+        np.testing.assert_array_equal(resumed[name], reference[name], err_msg=name)
+
+
+@pytest.mark.slow
+def test_a_second_sigterm_stops_at_once_during_a_long_chunk(tmp_path):
+    """The process is stuck in a 'chunk' (a 300 s sleep): the first SIGTERM asks for a stop after
+    it, the second ends the process at once with 143 and status interrupted."""
+    run_dir = tmp_path / "stuck"
+    script = textwrap.dedent(f"""
+        import sys, time
+        sys.path.insert(0, {str(ROOT)!r})
+        import train
+        from mjx_pbac import runner
+        from tests.test_runs import _tiny_chain
+        real = runner.build
+        def build(config, donate=True):
+            built = real(config, donate)
+            def train_chunk(state):
+                print("in chunk", flush=True)
+                time.sleep(300)
+            return built._replace(trainer=built.trainer._replace(train_chunk=train_chunk))
+        runner.build = build
+        runner.train(_tiny_chain({str(run_dir)!r}), profile="chain")
+    """)
+    process = subprocess.Popen([sys.executable, "-c", script], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert process.stdout.readline().strip() == "in chunk"
+    process.send_signal(signal.SIGTERM)
+    time.sleep(1.0)
+    assert process.poll() is None  # the first only asks
+    process.send_signal(signal.SIGTERM)
+    code = process.wait(timeout=30)
+    assert code == 128 + signal.SIGTERM, process.stderr.read()
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["status"] == "interrupted" and summary["exit_code"] == 143
+    assert "stopped at once by a second SIGTERM after 1,000 env steps" in summary["message"]
+    assert "step_000001000.npz" in summary["message"]
+    assert not lifecycle.is_locked(run_dir)
+
+
+def test_an_error_during_training_is_recorded_as_failed_and_reported(tmp_path, monkeypatch, finished_run):
+    def out_of_memory(call, state, metrics):
+        if call == 2:
+            raise MemoryError("planted: out of memory")
+        return state, metrics
+
+    _wrap_train_chunk(monkeypatch, out_of_memory)
+    run_dir = tmp_path / "failed"
+    code, err = _cli(["--profile", "chain", "--train.run-dir", str(run_dir), "--train.total-steps", "4000",
+                      "--train.warmup-steps", "1000", "--train.checkpoint-interval", "1000", "--train.progress", "False"])
+    line = _one_line_error(err)
+    assert code == 1 and "run failed after 2,000 env steps: MemoryError: planted: out of memory" in line
+    assert "newest checkpoint step_000002000.npz" in line and "--resume" in line
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert (summary["status"], summary["exit_code"], summary["error"]) == ("failed", 1, "MemoryError: planted: out of memory")
+    assert "Traceback" in (run_dir / "error.log").read_text()
+    written = write_report([str(run_dir)], tmp_path / "report")
+    markdown = Path(written["markdown"]).read_text()
+    assert "†" in markdown and f"{run_dir} is failed, not finished" in markdown
+
+
+def test_the_exit_code_says_how_a_run_ended(tmp_path, monkeypatch):
+    def poison(call, state, metrics):
+        return state, dict(metrics, critic_loss=metrics["critic_loss"] * np.nan)
+
+    base = ["--profile", "chain", "--train.total-steps", "2000", "--train.warmup-steps", "1000", "--train.progress", "False"]
+    assert _cli(base + ["--train.run-dir", str(tmp_path / "ok")])[0] == 0
+    _wrap_train_chunk(monkeypatch, poison)
+    code, err = _cli(base + ["--train.run-dir", str(tmp_path / "nan")])
+    assert code == 3 and "training diverged" in _one_line_error(err)
+    assert json.loads((tmp_path / "nan" / "summary.json").read_text())["exit_code"] == 3
+
+
+# -- resume: damaged checkpoints, damaged or edited config --------------------------------------
+
+
+def _damage(path: Path, how: str) -> None:
+    data = path.read_bytes()
+    if how == "truncated":
+        path.write_bytes(data[: len(data) // 2])
+    elif how == "empty":
+        path.write_bytes(b"")
+    elif how == "garbage":
+        path.write_bytes(os.urandom(len(data)))
+    elif how == "flipped":  # one byte inside the arrays: the zip still opens, the CRC-32 catches it
+        with np.load(path) as npz:
+            biggest = max((name for name in npz.files if name != "__metadata__"), key=lambda n: npz[n].nbytes)
+            raw = npz[biggest].tobytes()
+        at = data.find(raw)
+        assert at > 0
+        flipped = bytearray(data)
+        flipped[at + len(raw) // 2] ^= 0xFF
+        path.write_bytes(bytes(flipped))
+
+
+@pytest.mark.parametrize("how", ["truncated", "empty", "garbage", "flipped"])
+def test_restore_falls_back_to_the_newest_checkpoint_that_verifies(tmp_path, how):
+    state = {"w": np.arange(1000, dtype=np.float32), "n": np.int32(3)}
+    for step in (1, 2, 3):
+        checkpoint.save(tmp_path, {"w": state["w"] * step, "n": np.int32(step)}, env_steps=step, metadata={"chunk": step}, keep=5)
+    newest = tmp_path / "step_000000003.npz"
+    _damage(newest, how)
+    warnings = []
+    restored, metadata, path = checkpoint.restore_newest(tmp_path, state, warn=warnings.append)
+    assert path.name == "step_000000002.npz" and metadata["chunk"] == 2
+    np.testing.assert_array_equal(restored["w"], state["w"] * 2)
+    assert len(warnings) == 1 and "step_000000003.npz" in warnings[0] and "kept as step_000000003.npz.damaged" in warnings[0]
+    assert (tmp_path / "step_000000003.npz.damaged").is_file() and not newest.exists()
+    for path in checkpoint.list_checkpoints(tmp_path):
+        _damage(path, "truncated")
+    assert checkpoint.restore_newest(tmp_path, state, warn=warnings.append) is None
+
+
+def test_resume_past_a_damaged_checkpoint_reproduces_the_uninterrupted_run(tmp_path, finished_run):
+    run_dir = _copy(finished_run, tmp_path / "damaged")
+    _damage(run_dir / "checkpoints" / "step_000004000.npz", "truncated")
+    code, err = _cli(["--resume", str(run_dir)])
+    assert code == 0, err
+    assert "warning: cannot read checkpoint" in err and "resuming" in err and "step_000003000.npz" in err
+    assert _records(run_dir / "metrics.jsonl") == _records(finished_run / "metrics.jsonl")
+    resumed, reference = _final_arrays(run_dir), _final_arrays(finished_run)
+    for name in reference:
+        np.testing.assert_array_equal(resumed[name], reference[name], err_msg=name)
+    assert (run_dir / "checkpoints" / "step_000004000.npz.damaged").is_file()
+
+
+@pytest.mark.parametrize("damage, message", [
+    (lambda text: text[: len(text) // 2], "is damaged"),
+    (lambda text: "", "is damaged"),
+    (lambda text: json.dumps({"profile": "chain"}), "has no config record"),
+    (lambda text: text.replace('"algo": "pbac"', '"algo": "ppo"'), "holds an invalid config"),
+    (lambda text: text.replace('"num_critics": 5', '"num_critics": "five"'), "holds an invalid config"),
+    (lambda text: text.replace('"total_steps": 4000', '"total_steps": 8000'), "was edited since the run started"),
+])
+def test_resume_refuses_a_damaged_or_edited_config_in_one_line(tmp_path, finished_run, damage, message):
+    run_dir = _copy(finished_run, tmp_path / "edited")
+    path = run_dir / "config.json"
+    edited = damage(path.read_text())
+    assert edited != path.read_text()
+    path.write_text(edited)
+    before = (run_dir / "summary.json").read_text()
+    code, err = _cli(["--resume", str(run_dir)])
+    assert code == 2 and message in _one_line_error(err)
+    assert (run_dir / "summary.json").read_text() == before  # a refusal changes nothing
+
+
+def test_more_steps_on_resume_only_through_the_option_and_recorded(tmp_path, finished_run):
+    run_dir = _copy(finished_run, tmp_path / "longer")
+    code, err = _cli(["--resume", str(run_dir), "--train.total-steps", "5000", "--train.progress", "False"])
+    assert code == 0, err
+    record = json.loads((run_dir / "config.json").read_text())
+    assert record["config"]["train"]["total_steps"] == 5000 and record["effective_steps"]["total_steps"] == 5000
+    assert record["changes"][0]["at_env_steps"] == 4000 and record["changes"][0]["train.total_steps"] == [4000, 5000]
+    assert record["config_sha256"] == runner.config_digest(record["config"])
+    assert [m["env_steps"] for m in _records(run_dir / "metrics.jsonl")][-2:] == [5000, 5000]
+    assert json.loads((run_dir / "summary.json").read_text())["final_eval"]["env_steps"] == 5000
+    code, err = _cli(["--resume", str(run_dir), "--train.total-steps", "3000"])
+    assert code == 2 and "is at 5,000 env steps, beyond this run's 3,000" in _one_line_error(err)
+    code, err = _cli(["--resume", str(run_dir), "--train.batch-size", "64"])
+    assert code == 2 and "--train.batch-size cannot change on resume (changeable: --train.total-steps" in _one_line_error(err)
+
+
+def test_a_checkpoint_of_other_settings_is_refused_on_resume(tmp_path, finished_run):
+    run_dir = _copy(finished_run, tmp_path / "swapped")
+    for name in ("config.json",):
+        record = json.loads((run_dir / name).read_text())
+        record["config"]["pbac"]["bootstrap_rate"] = 0.5  # a valid config with its own digest
+        record["config_sha256"] = runner.config_digest(record["config"])
+        (run_dir / name).write_text(json.dumps(record))
+    code, err = _cli(["--resume", str(run_dir)])
+    assert code == 2 and "was written with other settings than" in _one_line_error(err) and "pbac.bootstrap_rate" in err
+
+
+def test_a_run_that_failed_before_its_first_checkpoint_starts_again_on_resume(tmp_path, monkeypatch, finished_run):
+    def fail_at_once(call, state, metrics):
+        raise RuntimeError("planted: failed in set-up")
+
+    _wrap_train_chunk(monkeypatch, fail_at_once)
+    run_dir = tmp_path / "early"
+    with pytest.raises(runner.RunFailed):
+        runner.train(_tiny_chain(run_dir, checkpoint_interval=2_000), profile="chain")
+    assert not checkpoint.list_checkpoints(run_dir / "checkpoints")
+    code, err = _cli(["--profile", "chain", "--train.run-dir", str(run_dir)])
+    assert code == 2 and "already exists and is not empty; continue it with `python train.py --resume" in err
+    monkeypatch.undo()
+    code, err = _cli(["--resume", str(run_dir)])
+    assert code == 0, err
+    assert "no usable checkpoint" in err and "again from step 0" in err and "attempts/1" in err
+    assert (run_dir / "attempts" / "1" / "summary.json").is_file()
+    assert json.loads((run_dir / "summary.json").read_text())["status"] == "finished"
+
+
+# -- bad input: one line, an exit code, nothing written ------------------------------------------
+
+
+def test_profiles_only_by_name_and_files_only_through_profile_file(tmp_path, monkeypatch):
+    for name in ("../profiles/chain", str(ROOT / "profiles" / "chain"), "chain/../chain"):
+        code, err = _cli(["--profile", name])
+        assert code == 2 and "--profile-file" in _one_line_error(err), name
+    code, err = _cli(["--profile-file", str(tmp_path / "missing.toml")])
+    assert code == 2 and "missing.toml" in _one_line_error(err)
+    custom = tmp_path / "my chain.toml"
+    custom.write_text((ROOT / "profiles" / "chain.toml").read_text())
+    monkeypatch.chdir(tmp_path)
+    code, err = _cli(["--profile-file", str(custom), "--train.total-steps", "2000", "--train.warmup-steps", "1000", "--train.progress", "False"])
+    assert code == 0, err
+    (run_dir,) = (tmp_path / "runs").iterdir()  # under runs/, named after the file
+    assert run_dir.name.startswith("file-my_chain-chain-s0-")
+    assert json.loads((run_dir / "summary.json").read_text())["status"] == "finished"
+
+
+def test_a_broken_profile_is_listed_as_broken_not_fatal(tmp_path, monkeypatch, capsys):
+    for name in ("chain.toml", "quickstart.toml"):
+        shutil.copy(ROOT / "profiles" / name, tmp_path / name)
+    (tmp_path / "broken.toml").write_text("[train\ntotal_steps = 1")
+    (tmp_path / "invalid.toml").write_text("[train]\ntotal_steps = -5\n")
+    monkeypatch.setattr(config_module, "PROFILES_DIR", tmp_path)
+    assert cli.run(["--list-profiles"]) == 0
+    out = capsys.readouterr().out
+    assert "chain " in out and "quickstart " in out
+    assert "broken " in out and "BROKEN:" in out.split("broken ")[1].splitlines()[0]
+    assert "BROKEN:" in out.split("invalid ")[1].splitlines()[0] and "total_steps" in out.split("invalid ")[1].splitlines()[0]
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda tmp: (tmp / "file").write_text("x") and tmp / "file", "is an existing file, not a directory"),
+    (lambda tmp: Path("/dev/null"), "is an existing file, not a directory"),
+    (lambda tmp: (tmp / "file").write_text("x") and tmp / "file" / "run", "Not a directory"),
+    (lambda tmp: tmp / ("x" * 300), "File name too long"),
+])
+def test_os_errors_on_the_run_directory_are_one_line(tmp_path, make, message):
+    run_dir = make(tmp_path)
+    code, err = _cli(["--profile", "chain", "--train.run-dir", str(run_dir)])
+    assert code == 2 and message in _one_line_error(err)
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only directories")
+def test_a_read_only_parent_is_one_line(tmp_path):
+    parent = tmp_path / "ro"
+    parent.mkdir()
+    parent.chmod(0o555)
+    code, err = _cli(["--profile", "chain", "--train.run-dir", str(parent / "run")])
+    assert code == 2 and "Permission denied" in _one_line_error(err)
+
+
+def test_report_out_an_existing_file_and_resume_of_a_file_are_one_line(tmp_path, finished_run):
+    (tmp_path / "file").write_text("x")
+    code, err = _cli(["report", str(finished_run), "--out", str(tmp_path / "file")])
+    assert code != 0 and "file" in _one_line_error(err)
+    code, err = _cli(["--resume", str(tmp_path / "file")])
+    assert code == 2 and "is a file, not a run directory" in _one_line_error(err)
+    code, err = _cli(["--resume", str(tmp_path / "nowhere")])
+    assert code == 2 and "no run directory" in _one_line_error(err)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--sweep", "bootstrap_rate=0.1,0.1"], "0.1 twice"),
+    (["--pbac.critic-lr", "inf"], "critic_lr"),
+    (["--pbac.prior-variance", "inf"], "prior_variance"),
+    (["--pbac.init-log-alpha", "nan"], "init_log_alpha"),
+    (["--sweep", "critic_lr=1e999"], "critic_lr"),
+    (["--train.seed", str(2**31)], "seed"),
+    (["--train.seed", str(2**31 - 1), "--seeds", "2"], "seed"),
+    (["--train.buffer-size", str(2**30), "--seeds", "1000"], "needs about"),
+    (["--train.buffer-size", str(2**31 - 1)], "replay"),
+    (["--seeds", "1000000"], "needs about"),
+    (["--train.eval-episodes", str(10**9)], "needs about"),
+    (["--pbac.hidden-sizes", "100000", "100000"], "needs about"),
+])
+def test_out_of_range_and_non_finite_values_are_refused_before_anything_is_written(tmp_path, args, message):
+    run_dir = tmp_path / "run"
+    code, err = _cli(["--profile", "chain", "--train.run-dir", str(run_dir), *args])
+    assert code == 2 and message in _one_line_error(err)
+    assert not run_dir.exists()
+
+
+def test_a_full_disk_fails_the_run_cleanly_and_keeps_the_earlier_checkpoints(tmp_path, monkeypatch):
+    import errno
+
+    real_save = checkpoint.save
+
+    def save(directory, state, env_steps, metadata, keep=2):
+        if env_steps >= 2000:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(directory))
+        return real_save(directory, state, env_steps, metadata, keep)
+
+    monkeypatch.setattr(checkpoint, "save", save)
+    run_dir = tmp_path / "full"
+    code, err = _cli(["--profile", "chain", "--train.run-dir", str(run_dir), "--train.total-steps", "3000",
+                      "--train.warmup-steps", "1000", "--train.checkpoint-interval", "1000", "--train.progress", "False"])
+    assert code == 1 and "OSError: [Errno 28] No space left on device" in _one_line_error(err)
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["status"] == "failed" and summary["checkpoints"] == ["step_000001000.npz"]
+    monkeypatch.undo()
+    assert _cli(["--resume", str(run_dir)])[0] == 0  # space freed: it continues from 1,000
+
+
+def test_a_run_whose_checkpoints_cannot_fit_on_the_disk_is_refused(tmp_path, monkeypatch):
+    real = shutil.disk_usage
+    monkeypatch.setattr(shutil, "disk_usage", lambda path: real(path)._replace(free=1000))
+    code, err = _cli(["--profile", "chain", "--train.run-dir", str(tmp_path / "run")])
+    assert code == 2 and "the checkpoints of this run need about" in _one_line_error(err) and "GiB free" in err
+    assert not (tmp_path / "run").exists()  # refused before anything was made

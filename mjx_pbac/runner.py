@@ -385,9 +385,11 @@ class _Run:
         return saved[-1].name if saved else "none"
 
     def _on_first_signal(self, signum: int) -> None:
+        newest = self._newest_checkpoint()
+        kept = f"only {newest} is kept" if newest != "none" else "there is no checkpoint yet"
         self._say(
             f"{signal_name(signum)} received: stopping after the current chunk with a checkpoint "
-            f"(send it again to stop at once, keeping only {self._newest_checkpoint()})"
+            f"(send it again to stop at once: {kept})"
         )
 
     def _on_stop_now(self, signum: int) -> None:

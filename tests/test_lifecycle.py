@@ -319,7 +319,7 @@ def test_a_run_that_failed_before_its_first_checkpoint_starts_again_on_resume(tm
     _wrap_train_chunk(monkeypatch, fail_at_once)
     run_dir = tmp_path / "early"
     with pytest.raises(runner.RunFailed):
-        runner.train(_tiny_chain(run_dir, checkpoint_interval=2_000), profile="chain")
+        runner.train(_tiny_chain(run_dir, total_steps=2_000, checkpoint_interval=2_000), profile="chain")
     assert not checkpoint.list_checkpoints(run_dir / "checkpoints")
     code, err = _cli(["--profile", "chain", "--train.run-dir", str(run_dir)])
     assert code == 2 and "already exists and is not empty; continue it with `python train.py --resume" in err

@@ -626,7 +626,10 @@ def probe_command(argv: list[str]) -> None:
     }
     from pathlib import Path
 
-    Path(out_dir).mkdir(parents=True, exist_ok=True)
+    try:
+        Path(out_dir).mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise SystemExit(f"error: cannot create the probe directory {out_dir}: {error.strerror}") from None
     plan_path = Path(out_dir) / "probe_plan.json"
     if plan_path.is_file():
         earlier = json.loads(plan_path.read_text())

@@ -135,7 +135,10 @@ def run_table(
 
     out_dir = Path(out_dir)
     runs_dir = out_dir / "runs"
-    runs_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        runs_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise runner.RunError(f"cannot create the output directory {runs_dir}: {error.strerror}") from None
     with RunLock(out_dir):
         return _run_table(programs, out_dir, runs_dir, block, log, report)
 
@@ -154,7 +157,9 @@ def _run_table(programs, out_dir: Path, runs_dir: Path, block: str, log, report)
     }
 
     def write():
-        (out_dir / "table.json").write_text(json.dumps(record, indent=2) + "\n")
+        from mjx_pbac.lifecycle import write_json
+
+        write_json(out_dir / "table.json", record)
 
     # Refuse a changed command before anything runs, so no run of the block is mixed with another's.
     for program in programs:

@@ -227,3 +227,29 @@ def test_table_records_a_diverged_run_and_goes_on(tmp_path, monkeypatch, capsys)
     assert [(r["algorithm"], r["status"]) for r in runs] == [("pbac", "diverged"), ("sac", "finished")]
     assert "pbac on chain diverged, going on with the next run" in capsys.readouterr().err
     assert (out / "report" / "results.md").is_file()
+
+
+def test_an_interrupted_or_failed_run_stops_the_table_with_its_exit_code(tmp_path, monkeypatch, capsys):
+    from mjx_pbac import runner
+
+    def stopped(config, profile="custom", resume_dir=None, changes=None):
+        raise runner.RunInterrupted("interrupted by SIGTERM at 1,000 env steps (planted)")
+
+    monkeypatch.setattr(runner, "train", stopped)
+    out = tmp_path / "table"
+    assert cli.run(_chain_table(out, "--algos", "pbac,sac", "--seeds", "1")) == 75
+    runs = json.loads((out / "table.json").read_text())["runs"]
+    assert [(r["algorithm"], r["status"]) for r in runs] == [("pbac", "interrupted"), ("sac", "planned")]
+    err = capsys.readouterr().err
+    assert "pbac on chain interrupted; run the same command again to continue" in err
+    assert "stopped: interrupted by SIGTERM" in err
+
+    def failed(config, profile="custom", resume_dir=None, changes=None):
+        raise runner.RunFailed("run failed after 0 env steps: MemoryError (planted)")
+
+    monkeypatch.setattr(runner, "train", failed)
+    assert cli.run(_chain_table(out, "--algos", "pbac,sac", "--seeds", "1")) == 1
+    assert json.loads((out / "table.json").read_text())["runs"][0]["status"] == "failed"
+    (tmp_path / "file").write_text("x")
+    assert cli.run(_chain_table(tmp_path / "file" / "t", "--algos", "pbac")) == 2
+    assert "cannot create the output directory" in capsys.readouterr().err

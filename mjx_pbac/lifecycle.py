@@ -32,7 +32,6 @@ import signal
 import socket
 import sys
 import threading
-import time
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Callable
@@ -239,7 +238,3 @@ def signal_name(signum: int) -> str:
         return signal.Signals(signum).name
     except ValueError:
         return f"signal {signum}"
-
-
-def timestamp() -> str:
-    return time.strftime("%Y%m%d-%H%M%S")

@@ -572,8 +572,8 @@ def write_report(
     Returns {"markdown": path, "latex": path, "curves": [paths], "exploration": path (if drawn)}.
     """
     out_dir = Path(out_dir)
+    curves = load_runs(run_dirs)  # refuses bad run directories before anything is written
     out_dir.mkdir(parents=True, exist_ok=True)
-    curves = load_runs(run_dirs)
     markdown, latex = results_tables(curves)
     written: dict[str, Path | list[Path]] = {"curves": plot_curves(curves, out_dir)}
     figures = [path.name for path in written["curves"]]

@@ -49,7 +49,7 @@ from mjx_pbac import checkpoint
 from mjx_pbac.algorithm import Algorithm
 from mjx_pbac.checkpoint import CheckpointError
 from mjx_pbac.config import Member, RunConfig, Schedule, config_from_dict, config_to_dict, expand_members, parse_overrides
-from mjx_pbac.lifecycle import LOCK_NAME, ExitCode, RunLock, RunLocked, StopSignals, signal_name, write_json
+from mjx_pbac.lifecycle import LOCK_NAME, ExitCode, RunLock, StopSignals, signal_name, write_json
 from mjx_pbac.logger import Progress, RunLogger, truncate_jsonl
 from mjx_pbac.loop import VISIT_PREFIX, Trainer, make_trainer, member_inputs, non_finite_metrics
 from mjx_pbac.algorithms import make_algorithm
@@ -301,7 +301,7 @@ def train(
 ) -> Path:
     """Runs `config` in a new run directory, or (config None) resumes `resume_dir` with its saved
     config and the allowed `changes` (CHANGEABLE_ON_RESUME); returns the run directory. Raises
-    RunError (refused before running), RunLocked, TrainingDiverged, RunInterrupted or RunFailed.
+    RunError (refused before running), lifecycle.RunLocked, TrainingDiverged, RunInterrupted or RunFailed.
     See the module docstring."""
     if resume_dir is not None:
         return _resume(Path(resume_dir), dict(changes or {}))
@@ -522,7 +522,6 @@ class _Run:
 
     def _set_aside_outputs(self) -> Path | None:
         present = [self.run_dir / name for name in _OUTPUTS if (self.run_dir / name).exists()]
-        present = [p for p in present if p.name != "summary.json"] + [p for p in present if p.name == "summary.json"]
         if not present:
             return None
         attempts = self.run_dir / "attempts"

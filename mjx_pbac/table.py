@@ -129,8 +129,6 @@ def run_table(
     out_dir)`, default: `train.py report` into OUT/report); returns the plan record written to
     table.json. See the module docstring."""
     from mjx_pbac import runner
-    from mjx_pbac.report import write_report
-
     from mjx_pbac.lifecycle import RunLock
 
     out_dir = Path(out_dir)

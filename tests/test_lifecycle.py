@@ -407,6 +407,7 @@ def test_report_out_an_existing_file_and_resume_of_a_file_are_one_line(tmp_path,
     (["--seeds", "1000000"], "needs about"),
     (["--train.eval-episodes", str(10**9)], "needs about"),
     (["--pbac.hidden-sizes", "100000", "100000"], "needs about"),
+    (["--train.env-overrides", "horizon=2000000"], "a run accepts at most 1,000,000"),
 ])
 def test_out_of_range_and_non_finite_values_are_refused_before_anything_is_written(tmp_path, args, message):
     run_dir = tmp_path / "run"
@@ -442,3 +443,14 @@ def test_a_run_whose_checkpoints_cannot_fit_on_the_disk_is_refused(tmp_path, mon
     code, err = _cli(["--profile", "chain", "--train.run-dir", str(tmp_path / "run")])
     assert code == 2 and "the checkpoints of this run need about" in _one_line_error(err) and "GiB free" in err
     assert not (tmp_path / "run").exists()  # refused before anything was made
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["profile", "--profile", "chain", "--seeds", "1000000"], "needs about"),
+    (["bench-seeds", "--profile", "chain", "--seed-counts", "1", "1000000"], "needs about"),
+    (["report", "/nonexistent-run"], "not run directories: /nonexistent-run has no config.json; /nonexistent-run has no eval.jsonl"),
+])
+def test_measurements_and_reports_refuse_in_one_line(tmp_path, argv, message):
+    code, err = _cli([*argv, "--out", str(tmp_path / "out")])
+    assert code == 2 and message in _one_line_error(err)
+    assert not (tmp_path / "out").exists()

@@ -41,10 +41,10 @@ register(
     "Humanoid, reward 1[x >= 1] v - 0.1 |a|^2 (beyond the paper)",
     delay_threshold=1.0,
 )
-register("cartpole_swingup_sparse", CartpoleSwingupSparse, "DM Control cartpole swing-up, sparse reward (SPEC 1.2)")
-register("ball_in_cup_catch", BallInCupCatch, "DM Control ball-in-cup catch, sparse reward (SPEC 1.2)")
-register("reacher_hard", ReacherHard, "DM Control reacher hard (target radius 0.015), sparse reward (SPEC 1.2)")
-register("chain", ContinuousChain, "Continuous chain: r_d near x = 0, r_g near x = L (SPEC 1.3)")
+register("cartpole_swingup_sparse", CartpoleSwingupSparse, "DM Control cartpole swing-up, sparse reward (paper Table 1)")
+register("ball_in_cup_catch", BallInCupCatch, "DM Control ball-in-cup catch, sparse reward (paper Table 1)")
+register("reacher_hard", ReacherHard, "DM Control reacher hard (target radius 0.015), sparse reward (paper Table 1)")
+register("chain", ContinuousChain, "Continuous chain: r_d near x = 0, r_g near x = L (our deep-exploration probe)")
 register(
     "deep_chain", DeepChain, "Deep-sea chain: a fixed random action sign per cell; no constant action reaches the goal"
 )

@@ -2,7 +2,7 @@
 
 Every environment here is a `brax.envs.Env`: `reset(rng) -> State` and `step(state, action) ->
 State` are pure, jittable and vmappable, so Brax's training wrappers and trainers accept them
-unchanged. Conventions (SPEC section 1):
+unchanged. Conventions (README "Design decisions" (environments)):
 
 - actions are in [-1, 1]^d; an env rescales them to its actuators' control range;
 - `State.done` means *terminated* (a true terminal state: do not bootstrap). Truncation at the

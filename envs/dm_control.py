@@ -1,5 +1,5 @@
 """DM Control's sparse tasks in MJX: cartpole swing-up sparse, ball-in-cup catch, reacher hard
-(paper Table 1, top block; SPEC 1.2), with DM Control's semantics.
+(paper Table 1, top block; appendix B.2.2), with DM Control's semantics (README "Design decisions" (environments)).
 
 The models are the XML files the `dm-control` package ships (read from its installation, with its
 `common/` includes; nothing is copied here), stepped by MJX with the files' physics except for the solver's iteration caps (4 and 8 instead of
@@ -188,7 +188,7 @@ class DMControlTask(MjxEnv):
             pipeline_state=data,
             obs=self.observation(data, state.info),
             reward=self.reward(data, state.info),
-            done=jp.zeros(()),  # never terminal (SPEC 1.2)
+            done=jp.zeros(()),  # never terminal (DM Control's semantics)
             metrics={**state.metrics, **self.position_metrics(data, state.info)},
         )
 

@@ -1,8 +1,8 @@
 """Ant, Hopper and Humanoid in MJX with Gymnasium v4 semantics, dense or reward-delayed.
 
 Observation, reward and termination follow Gymnasium's `Ant-v4`, `Hopper-v4` and `Humanoid-v4`
-on the model files Gymnasium ships (SPEC 1.1). The delayed variants of the paper (section 4,
-Table 4) replace the reward entirely by
+on the model files Gymnasium ships (README "Design decisions" (environments)). The delayed variants of the paper (section 4,
+Table 3) replace the reward entirely by
 
     r = 1[x >= c] * v - w_a * ||a||^2,
 
@@ -296,7 +296,7 @@ class Humanoid(Locomotion):
     """Gymnasium Humanoid-v4: 376 observations, 17 actions (control range +-0.4).
 
     The observation is qpos[2:], qvel, cinert, cvel, qfrc_actuator and cfrc_ext; cfrc_ext is
-    kept as zeros, as v4 produced it before Gymnasium 1.0 (SPEC 1.1).
+    kept as zeros, as v4 produced it before Gymnasium 1.0 (README "Design decisions" (environments)).
     """
 
     xml_file = "humanoid.xml"

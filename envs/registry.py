@@ -1,7 +1,7 @@
 """Name -> environment: `make("ant_delayed", delay_threshold=1.0)`.
 
 Each registered name is an env class plus the overrides that turn its default config into the
-named task (the delay thresholds of SPEC 1.1). Overrides given to `make` are checked against the
+named task (the delay thresholds of the paper's Table 3). Overrides given to `make` are checked against the
 config dataclass: an unknown key, a value of the wrong type, or a float that is not finite (inf,
 nan) is an error that lists what is valid.
 

@@ -1,7 +1,9 @@
 """mjx-pbac: PBAC and its baselines trained on the accelerator.
 
 - `config`: typed run configuration and the presets in `profiles/`;
-- `networks`, `losses`, `pbac`: the algorithm (SPEC section 2), plugged in through `algorithm`;
+- `networks`, `losses`: PBAC's networks and losses (paper section 3);
+- `algos`: one module per algorithm (PBAC and the baselines), the registry and the shared interface;
+- `schema`: the value checks of every config section;
 - `replay`, `loop`: the device ring buffer and the jitted `lax.scan` training chunks;
 - `runner`, `logger`, `checkpoint`: run directories, logs, checkpoints, resume, divergence;
 - `profiling`: the throughput report of `train.py profile`.

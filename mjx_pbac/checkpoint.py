@@ -28,6 +28,14 @@ import numpy as np
 
 _NAME = re.compile(r"^step_(\d+)\.npz$")
 
+FORMAT = 2
+"""The layout of the training state a checkpoint holds. 2: algorithms in `mjx_pbac.algos` (each
+member's config in its agent state, learning rates in the optimiser states, the algorithm's
+acting state). Checkpoints without a format are 1 (written before that change)."""
+
+FORMAT_1_WRITER = "2482bc7"
+"""The last commit that wrote format 1 (what reads those checkpoints)."""
+
 
 class CheckpointError(RuntimeError):
     exit_code = 2  # lifecycle.ExitCode.USAGE: the run was refused, nothing ran
@@ -55,7 +63,7 @@ def save(directory: str | os.PathLike, state: Any, env_steps: int, metadata: dic
     directory.mkdir(parents=True, exist_ok=True)
     leaves = jax.tree.leaves(jax.device_get(jax.tree.map(lambda x: jax.random.key_data(x) if _is_key(x) else x, state)))
     arrays = {f"leaf_{i:05d}": np.asarray(leaf) for i, leaf in enumerate(leaves)}
-    record = dict(metadata, env_steps=int(env_steps), num_leaves=len(leaves), crc32=[_crc(a) for a in arrays.values()])
+    record = dict(metadata, env_steps=int(env_steps), num_leaves=len(leaves), crc32=[_crc(a) for a in arrays.values()], format=FORMAT)
     arrays["__metadata__"] = np.frombuffer(json.dumps(record).encode(), dtype=np.uint8)
     path = directory / f"step_{int(env_steps):09d}.npz"
     temporary = directory / f".{path.name}.tmp"
@@ -108,6 +116,17 @@ def restore(path: str | os.PathLike, template: Any) -> tuple[Any, dict[str, Any]
     match = _NAME.match(Path(path).name)
     if match and metadata.get("env_steps") != int(match.group(1)):
         raise CheckpointDamaged(f"checkpoint {path} records {metadata.get('env_steps')} env steps, its name another")
+    written = metadata.get("format", 1)
+    if written != FORMAT:
+        raise CheckpointMismatch(
+            f"checkpoint {path} has format {written} and this version reads format {FORMAT}: it was written before "
+            "the algorithms moved to mjx_pbac/algos, which changed how the training state is laid out (each member's "
+            "config in its agent state, learning rates in the optimiser states, acting state owned by the algorithm). "
+            f"Resume it with the version that wrote it (git checkout {FORMAT_1_WRITER}), or start a new run"
+            if written == 1 else
+            f"checkpoint {path} has format {written}, which this version (format {FORMAT}) cannot read; "
+            "resume it with the version that wrote it, or start a new run"
+        )
     if metadata.get("num_leaves") != len(template_leaves):
         raise CheckpointMismatch(
             f"checkpoint {path} holds {metadata.get('num_leaves')} arrays but this config's training "

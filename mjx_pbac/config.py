@@ -1,20 +1,20 @@
 """Typed, frozen configuration of a training run, and the named presets in `profiles/`.
 
-A run is a `RunConfig`: what to train on and how long (`TrainConfig`), which algorithm, and each
-algorithm's hyperparameters (`PBACConfig`, SPEC section 2; the baselines' sections, SPEC 3).
-Every field has a docstring, which `train.py --help` shows. A profile (`profiles/NAME.toml`) is a
-partial `RunConfig` written as TOML tables `[train]`, `[pbac]` and one per baseline (`[sac]`,
-`[bootdqn_p]`, `[drnd]`, `[ben]`); `load_profile` checks every key and value against these
-dataclasses, `load_profile_file` does the same for a TOML file anywhere (profile names are plain
-names, never paths), and `list_profiles` lists them with the reason a broken one does not load.
+A run is a `RunConfig`: what to train on and how long (`TrainConfig`), which algorithm (`algo`),
+and one section of hyperparameters per registered algorithm (its `Config`, defined in its own
+module of `mjx_pbac.algos`; only the selected one is used). Every field has a docstring, which
+`train.py --help` shows. A profile (`profiles/NAME.toml`) is a partial `RunConfig` written as
+TOML tables `[train]` and one per algorithm (`[pbac]`, `[sac]`, ...); `load_profile` checks every
+key and value against these dataclasses, `load_profile_file` does the same for a TOML file
+anywhere (profile names are plain names, never paths), and `list_profiles` lists them with the
+reason a broken one does not load.
 
-Every value is checked where its dataclass is built, so a value from the command line, a
-profile, a config.json or a sweep is refused alike, with a one-line ValueError that names the
-field, the value and what is valid: floats must be finite, ints at most 2**31 - 1 (they become
-int32 seeds, shapes and counters on the device).
+Every value is checked where its dataclass is built (`mjx_pbac.schema`), so a value from the
+command line, a profile, a config.json or a sweep is refused alike, with a one-line ValueError.
 
-Derived sizes (iterations per chunk, where evaluation falls) live in `Schedule`, computed from the
-config and never written back into it.
+Members: `expand_members` crosses the sweep grid (over the algorithm's knobs, see
+`mjx_pbac.algos`) and the tasks with the seeds. Derived sizes (iterations per chunk, where
+evaluation falls) live in `Schedule`, computed from the config and never written back into it.
 """
 
 from __future__ import annotations
@@ -22,14 +22,15 @@ from __future__ import annotations
 import ast
 import dataclasses
 import difflib
-import functools
 import math
 import re
 import tomllib
-import types
 import typing
 from pathlib import Path
 from typing import Any, Literal
+
+from mjx_pbac import algos
+from mjx_pbac.schema import INT32_MAX, check_numbers, coerce, not_finite, require
 
 PROFILES_DIR = Path(__file__).resolve().parent.parent / "profiles"
 
@@ -37,268 +38,10 @@ INT32_MAX = 2**31 - 1
 """The largest seed, size or counter the device holds: seeds, shapes and step counters are int32."""
 
 
-def _require(condition: bool, message: str) -> None:
-    if not condition:
-        raise ValueError(message)
-
-
-def _is_finite(value: int | float) -> bool:
-    """math.isfinite, with an int too large for a float (10**400) counted as not finite."""
-    try:
-        return math.isfinite(value)
-    except OverflowError:
-        return False
-
-
-def _not_finite(name: str, value: Any) -> str:
-    return f"{name} must be a finite number (not inf or nan), got {value}"
-
-
-@functools.cache
-def _number_fields(cls: type) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
-    """(float fields, int fields, tuple-of-int fields) of a config dataclass, by annotation."""
-    hints = typing.get_type_hints(cls)
-    names = [f.name for f in dataclasses.fields(cls)]
-    floats = tuple(name for name in names if hints[name] is float)
-    ints = tuple(name for name in names if hints[name] is int)
-    int_tuples = tuple(name for name in names if hints[name] == tuple[int, ...])
-    return floats, ints, int_tuples
-
-
-def _check_numbers(config: Any) -> None:
-    """Every float field of `config` is finite, and every int field (and every int of a tuple of
-    ints, e.g. widths) at most 2**31 - 1: inf and nan arrive as easily from a TOML profile
-    (`inf`, `nan`), a JSON config or an overflowing literal (`1e999`) as from code, and ints
-    become int32 seeds, shapes and counters on the device. Called first by every section's
-    `__post_init__`, so the range checks that follow never compare with a nan."""
-    floats, ints, int_tuples = _number_fields(type(config))
-    for name in floats:
-        value = getattr(config, name)
-        if isinstance(value, (int, float)) and not isinstance(value, bool) and not _is_finite(value):
-            raise ValueError(_not_finite(name, value))
-    for name in ints:
-        value = getattr(config, name)
-        if isinstance(value, int) and value > INT32_MAX:
-            raise ValueError(f"{name} must be <= 2**31 - 1 = {INT32_MAX} (an int32 on the device), got {value}")
-    for name in int_tuples:
-        values = getattr(config, name)
-        if any(isinstance(v, int) and v > INT32_MAX for v in values):
-            raise ValueError(f"{name} must hold values <= 2**31 - 1 = {INT32_MAX} (int32 shapes on the device), got {values}")
-
-
-def _check_actor_critic(config: Any) -> None:
-    """The checks every actor-critic config shares: widths, discount, Polyak rate."""
-    widths = config.hidden_sizes
-    _require(len(widths) >= 1 and all(h >= 1 for h in widths), f"hidden_sizes must be positive widths, got {widths}")
-    _require(0.0 <= config.gamma < 1.0, f"gamma must lie in [0, 1), got {config.gamma}")
-    _require(0.0 < config.tau <= 1.0, f"tau must lie in (0, 1], got {config.tau}")
-
-
-def _check_positive(config: Any, *names: str) -> None:
-    for name in names:
-        _require(getattr(config, name) > 0, f"{name} must be > 0, got {getattr(config, name)}")
-
-
-@dataclasses.dataclass(frozen=True)
-class PBACConfig:
-    """PBAC's hyperparameters (SPEC 2.1-2.5; paper Tables 5-7)."""
-
-    num_critics: int = 10
-    """K: critics in the ensemble and heads of the actor."""
-    hidden_sizes: tuple[int, ...] = (256, 256)
-    """Widths of the Dense layers of every MLP (each followed by LayerNorm and CReLU, which doubles it)."""
-    gamma: float = 0.99
-    """Discount factor."""
-    tau: float = 0.005
-    """Polyak rate of the target critics."""
-    bootstrap_rate: float = 0.05
-    """kappa: each (critic, sample) pair is masked out with this probability, drawn per gradient step."""
-    posterior_sampling_rate: int = 5
-    """PSR: an instance redraws its active head every PSR env steps (and at every episode start)."""
-    prior_variance: float = 1.0
-    """sigma0^2 of the coherence term."""
-    loss_form: Literal["reference", "paper"] = "reference"
-    """Critic loss as the authors' code computes it, or as the paper prints it (SPEC 2.2)."""
-    use_diversity: bool = True
-    """Keep the diversity (masked TD) term of the critic loss."""
-    use_coherence: bool = True
-    """Keep the coherence (pull to the ensemble-mean target) term."""
-    use_propagation: bool = True
-    """Keep the propagation (log ensemble variance) term."""
-    actor: Literal["soft", "deterministic"] = "soft"
-    """Squashed-Gaussian heads with a learned temperature, or tanh heads with no entropy."""
-    critic_lr: float = 3e-4
-    """Adam learning rate of the critic ensemble (one optimiser over all K)."""
-    actor_lr: float = 3e-4
-    """Adam learning rate of the actor (trunk and heads)."""
-    alpha_lr: float = 3e-4
-    """Adam learning rate of log alpha."""
-    init_log_alpha: float = 0.0
-    """Initial log temperature."""
-    prior_scale: float = 0.0
-    """beta: beyond the paper, each critic gets a fixed random prior network as BootDQN-P's,
-    Q_k = f_k + beta p_k; 0 (the paper's PBAC) builds none."""
-
-    def __post_init__(self) -> None:
-        _check_numbers(self)
-        _require(self.num_critics >= 2, f"num_critics must be >= 2 (the loss needs an ensemble variance), got {self.num_critics}")
-        _require(self.prior_scale >= 0, f"prior_scale must be >= 0, got {self.prior_scale}")
-        _check_actor_critic(self)
-        _require(0.0 <= self.bootstrap_rate < 1.0, f"bootstrap_rate must lie in [0, 1), got {self.bootstrap_rate}")
-        _require(self.posterior_sampling_rate >= 1, f"posterior_sampling_rate must be >= 1, got {self.posterior_sampling_rate}")
-        _require(self.prior_variance > 0, f"prior_variance must be > 0, got {self.prior_variance}")
-        _require(self.loss_form in ("reference", "paper"), f"loss_form must be 'reference' or 'paper', got {self.loss_form!r}")
-        _require(self.actor in ("soft", "deterministic"), f"actor must be 'soft' or 'deterministic', got {self.actor!r}")
-        _require(
-            self.use_diversity or self.use_coherence or self.use_propagation,
-            "at least one of use_diversity, use_coherence, use_propagation must be true",
-        )
-        _check_positive(self, "critic_lr", "actor_lr", "alpha_lr")
-
-
-@dataclasses.dataclass(frozen=True)
-class SACConfig:
-    """SAC as the paper's baseline (SPEC 3): K = 2 critics, the min over them for targets and
-    actor, a learned temperature, Huber TD loss; PBAC's networks and optimiser settings."""
-
-    num_critics: int = 2
-    """Critics whose minimum forms targets and the actor's objective."""
-    hidden_sizes: tuple[int, ...] = (256, 256)
-    """Widths of the Dense layers of every MLP (LayerNorm + CReLU after each)."""
-    gamma: float = 0.99
-    """Discount factor."""
-    tau: float = 0.005
-    """Polyak rate of the target critics."""
-    huber_delta: float = 1.0
-    """Huber loss threshold of the TD error (the paper applied Huber to the baselines)."""
-    critic_lr: float = 3e-4
-    """Adam learning rate of the critics."""
-    actor_lr: float = 3e-4
-    """Adam learning rate of the actor."""
-    alpha_lr: float = 3e-4
-    """Adam learning rate of log alpha."""
-    init_log_alpha: float = 0.0
-    """Initial log temperature."""
-
-    def __post_init__(self) -> None:
-        _check_numbers(self)  # a DRNDConfig's own fields too
-        _require(self.num_critics >= 1, f"num_critics must be >= 1, got {self.num_critics}")
-        _check_actor_critic(self)
-        _require(self.huber_delta > 0, f"huber_delta must be > 0, got {self.huber_delta}")
-        _check_positive(self, "critic_lr", "actor_lr", "alpha_lr")
-
-
-@dataclasses.dataclass(frozen=True)
-class BootDQNPConfig:
-    """BootDQN-P adapted to continuous control (SPEC 3): K critics Q_k = f_k + beta p_k with p_k a
-    fixed random prior network, a deterministic K-head actor, bootstrap masks and posterior
-    sampling as PBAC, Huber TD loss."""
-
-    num_critics: int = 10
-    """K: critics (each with its own fixed prior network) and actor heads."""
-    hidden_sizes: tuple[int, ...] = (256, 256)
-    """Widths of the Dense layers of every MLP (LayerNorm + CReLU after each)."""
-    gamma: float = 0.99
-    """Discount factor."""
-    tau: float = 0.005
-    """Polyak rate of the target critics (the priors never change)."""
-    bootstrap_rate: float = 0.05
-    """kappa: each (critic, sample) pair is masked out with this probability per gradient step."""
-    posterior_sampling_rate: int = 5
-    """PSR: an instance redraws its active head every PSR env steps (and at every episode start)."""
-    prior_scale: float = 5.0
-    """beta: weight of the fixed prior network in Q_k = f_k + beta p_k."""
-    huber_delta: float = 1.0
-    """Huber loss threshold of the TD error."""
-    critic_lr: float = 3e-4
-    """Adam learning rate of the trainable critics f_k."""
-    actor_lr: float = 3e-4
-    """Adam learning rate of the actor."""
-
-    def __post_init__(self) -> None:
-        _check_numbers(self)
-        _require(self.num_critics >= 1, f"num_critics must be >= 1, got {self.num_critics}")
-        _check_actor_critic(self)
-        _require(0.0 <= self.bootstrap_rate < 1.0, f"bootstrap_rate must lie in [0, 1), got {self.bootstrap_rate}")
-        _require(self.posterior_sampling_rate >= 1, f"posterior_sampling_rate must be >= 1, got {self.posterior_sampling_rate}")
-        _require(self.prior_scale >= 0, f"prior_scale must be >= 0, got {self.prior_scale}")
-        _require(self.huber_delta > 0, f"huber_delta must be > 0, got {self.huber_delta}")
-        _check_positive(self, "critic_lr", "actor_lr")
-
-
-@dataclasses.dataclass(frozen=True)
-class DRNDConfig(SACConfig):
-    """SAC-DRND (SPEC 3; Yang et al. 2024): SAC as `SACConfig` with a distributional random
-    network distillation bonus b(s', a') from N fixed random target networks and one trained
-    predictor, added to the bootstrap of the critic target with weight sign * bonus_scale."""
-
-    num_targets: int = 10
-    """N: fixed random target networks g_n(s, a) whose mean and second moment define the bonus."""
-    predictor_hidden_sizes: tuple[int, ...] = (256, 256, 256, 256)
-    """Widths of the ReLU hidden layers of the predictor and of every target network."""
-    embedding_size: int = 32
-    """Output size of the predictor and the target networks."""
-    predictor_lr: float = 1e-4
-    """Adam learning rate of the predictor (trained on one random target per batch)."""
-    bonus_mix: float = 0.9
-    """Weight of the first bonus term, sum_j (f_j - mu_j)^2; the distributional term gets 1 - bonus_mix."""
-    bonus_scale: float = 1.0
-    """lambda: the bonus enters the target as sign * lambda * b(s', a')."""
-    sign: Literal["penalty", "bonus"] = "penalty"
-    """SPEC's drnd_sign: "penalty" subtracts lambda b(s', a') in the target as the reference
-    pipeline does (a novelty penalty); "bonus" adds it (an exploration bonus)."""
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        _require(self.num_targets >= 2, f"num_targets must be >= 2 (the bonus needs their spread), got {self.num_targets}")
-        widths = self.predictor_hidden_sizes
-        _require(len(widths) >= 1 and all(h >= 1 for h in widths), f"predictor_hidden_sizes must be positive widths, got {widths}")
-        _require(self.embedding_size >= 1, f"embedding_size must be >= 1, got {self.embedding_size}")
-        _require(0.0 <= self.bonus_mix <= 1.0, f"bonus_mix must lie in [0, 1], got {self.bonus_mix}")
-        _require(self.bonus_scale >= 0, f"bonus_scale must be >= 0, got {self.bonus_scale}")
-        _require(self.sign in ("penalty", "bonus"), f"sign must be 'penalty' or 'bonus', got {self.sign!r}")
-        _check_positive(self, "predictor_lr")
-
-
-@dataclasses.dataclass(frozen=True)
-class BENConfig:
-    """BEN as the paper's Bayesian deep-ensemble version (SPEC 3): K - 1 heteroscedastic critics
-    (mean, log-variance) fitted to a Gaussian Bellman target by a KL with bootstrap masks, and one
-    deterministic critic regressed on their detached mean that alone trains a deterministic actor,
-    which explores with N(0, action_noise^2) action noise."""
-
-    num_critics: int = 10
-    """K: K - 1 heteroscedastic critics plus the one deterministic critic."""
-    hidden_sizes: tuple[int, ...] = (256, 256)
-    """Widths of the Dense layers of every MLP (LayerNorm + CReLU after each)."""
-    gamma: float = 0.99
-    """Discount factor."""
-    tau: float = 0.005
-    """Polyak rate of the heteroscedastic target critics."""
-    bootstrap_rate: float = 0.05
-    """kappa: each (critic, sample) pair of the ensemble's KL is masked out with this probability."""
-    action_noise: float = 0.1
-    """Standard deviation of the Gaussian noise added to the actor's action when exploring."""
-    huber_delta: float = 1.0
-    """Huber threshold of the deterministic critic's regression on the ensemble mean."""
-    critic_lr: float = 3e-4
-    """Adam learning rate of the critics (the ensemble and the deterministic one)."""
-    actor_lr: float = 3e-4
-    """Adam learning rate of the actor."""
-
-    def __post_init__(self) -> None:
-        _check_numbers(self)
-        _require(self.num_critics >= 2, f"num_critics must be >= 2 (K - 1 heteroscedastic + 1 deterministic), got {self.num_critics}")
-        _check_actor_critic(self)
-        _require(0.0 <= self.bootstrap_rate < 1.0, f"bootstrap_rate must lie in [0, 1), got {self.bootstrap_rate}")
-        _require(self.action_noise >= 0, f"action_noise must be >= 0, got {self.action_noise}")
-        _require(self.huber_delta > 0, f"huber_delta must be > 0, got {self.huber_delta}")
-        _check_positive(self, "critic_lr", "actor_lr")
-
-
 @dataclasses.dataclass(frozen=True)
 class TrainConfig:
-    """What to train on, for how long, and what a run writes (SPEC 2.5, 2.6)."""
+    """What to train on, for how long, and what a run writes (paper Tables 5 and 7 for the budgets;
+    README, "Design decisions", for many envs per seed)."""
 
     env: str = "ant_delayed"
     """Registered environment name (see `envs.registered_names()`)."""
@@ -360,38 +103,38 @@ class TrainConfig:
     CPU); tensorfloat32 and bfloat16 trade accuracy for speed on large batches (README)."""
 
     def __post_init__(self) -> None:
-        _require(
+        require(
             0 <= self.seed <= INT32_MAX,
             f"seed must lie in [0, 2**31 - 1] = [0, {INT32_MAX}] (seeds are int32 on the device), got {self.seed}",
         )
-        _check_numbers(self)
+        check_numbers(self)
         positive = ("num_seeds", "total_steps", "num_envs", "batch_size", "buffer_size", "chunk_steps", "eval_interval", "eval_episodes", "checkpoint_interval", "keep_checkpoints")
         for name in positive:
-            _require(getattr(self, name) >= 1, f"{name} must be >= 1, got {getattr(self, name)}")
-        _require(self.updates_per_step >= 0, f"updates_per_step must be >= 0, got {self.updates_per_step}")
-        _require(self.warmup_steps >= 0, f"warmup_steps must be >= 0, got {self.warmup_steps}")
-        _require(self.visit_interval >= 0, f"visit_interval must be >= 0, got {self.visit_interval}")
-        _require(
+            require(getattr(self, name) >= 1, f"{name} must be >= 1, got {getattr(self, name)}")
+        require(self.updates_per_step >= 0, f"updates_per_step must be >= 0, got {self.updates_per_step}")
+        require(self.warmup_steps >= 0, f"warmup_steps must be >= 0, got {self.warmup_steps}")
+        require(self.visit_interval >= 0, f"visit_interval must be >= 0, got {self.visit_interval}")
+        require(
             self.seed + self.num_seeds - 1 <= INT32_MAX,
             f"the seeds seed..seed+num_seeds-1 = {self.seed}..{self.seed + self.num_seeds - 1} must lie in "
             f"[0, 2**31 - 1] = [0, {INT32_MAX}] (seeds are int32 on the device); lower seed or num_seeds",
         )
-        _require(
+        require(
             self.warmup_steps < self.total_steps,
             f"warmup_steps ({self.warmup_steps}) must be < total_steps ({self.total_steps})",
         )
-        _require(
+        require(
             self.buffer_size >= self.num_envs,
             f"buffer_size ({self.buffer_size}) must hold at least one vector step ({self.num_envs})",
         )
-        _require(
+        require(
             self.buffer_size + self.num_envs <= INT32_MAX,
             f"buffer_size + num_envs ({self.buffer_size} + {self.num_envs}) must be <= 2**31 - 1 = {INT32_MAX}: "
             "the replay's int32 position and size reach it while a vector step is inserted",
         )
         parse_overrides(self.env_overrides)
         parse_sweep(self.sweep)
-        _require(len(set(self.task_names)) == len(self.task_names), f"a task is named twice in env + tasks: {self.task_names}")
+        require(len(set(self.task_names)) == len(self.task_names), f"a task is named twice in env + tasks: {self.task_names}")
         parse_task_overrides(self.task_overrides, self.task_names)
 
     @property
@@ -400,24 +143,24 @@ class TrainConfig:
         return (self.env, *self.tasks)
 
 
-@dataclasses.dataclass(frozen=True)
-class RunConfig:
-    """One training run: `train` (env, budget, outputs), the algorithm to train (`algo`) and one
-    section of hyperparameters per algorithm (only the selected one is used)."""
+def _algorithm_config(self: Any) -> Any:
+    """The hyperparameter section of the selected algorithm."""
+    return getattr(self, self.algo)
 
-    train: TrainConfig = dataclasses.field(default_factory=TrainConfig)
-    algo: Literal["pbac", "sac", "bootdqn_p", "drnd", "ben"] = "pbac"
-    """Algorithm: pbac (SPEC 2), or a baseline (SPEC 3): sac, bootdqn_p, drnd, ben."""
-    pbac: PBACConfig = dataclasses.field(default_factory=PBACConfig)
-    sac: SACConfig = dataclasses.field(default_factory=SACConfig)
-    bootdqn_p: BootDQNPConfig = dataclasses.field(default_factory=BootDQNPConfig)
-    drnd: DRNDConfig = dataclasses.field(default_factory=DRNDConfig)
-    ben: BENConfig = dataclasses.field(default_factory=BENConfig)
 
-    @property
-    def algorithm_config(self) -> Any:
-        """The hyperparameter section of the selected algorithm."""
-        return getattr(self, self.algo)
+RunConfig = dataclasses.make_dataclass(
+    "RunConfig",
+    [
+        ("train", TrainConfig, dataclasses.field(default_factory=TrainConfig)),
+        ("algo", Literal[algos.NAMES], dataclasses.field(default="pbac")),
+        *((name, algos.module(name).Config, dataclasses.field(default_factory=algos.module(name).Config)) for name in algos.NAMES),
+    ],
+    frozen=True,
+    namespace={"algorithm_config": property(_algorithm_config), "__module__": __name__},
+)
+RunConfig.__doc__ = f"""One training run: `train` (env, budget, outputs), the algorithm to train (`algo`: one of
+{', '.join(algos.NAMES)}) and one section of hyperparameters per algorithm (only the selected one
+is used)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -454,13 +197,13 @@ class Schedule:
         chunk = iterations * train.num_envs
         num_chunks = -(-train.total_steps // chunk)
         warmup_chunks = -(-train.warmup_steps // chunk)
-        _require(
+        require(
             warmup_chunks < num_chunks,
             f"warm-up ({warmup_chunks} chunks of {chunk} env steps) leaves no training in total_steps "
             f"({train.total_steps}); raise total_steps or lower warmup_steps / chunk_steps",
         )
         total = num_chunks * chunk
-        _require(
+        require(
             total <= INT32_MAX,
             f"total_steps {train.total_steps} ({total} in whole chunks of {chunk}) would wrap the int32 env_steps "
             f"counter, which holds at most 2**31 - 1 = {INT32_MAX} env steps per member; lower total_steps",
@@ -526,35 +269,12 @@ def parse_overrides(pairs: tuple[str, ...] | list[str]) -> dict[str, Any]:
         except (ValueError, SyntaxError):
             value = raw.strip()
         if isinstance(value, float) and not math.isfinite(value):
-            raise ValueError(_not_finite(f"override {key.strip()}={raw.strip()}", value))
+            raise ValueError(not_finite(f"override {key.strip()}={raw.strip()}", value))
         parsed[key.strip()] = value
     return parsed
 
 
 # -- members: seeds x sweep points ----------------------------------------------------------
-
-SWEEPABLE = {
-    "pbac": (
-        "bootstrap_rate",
-        "posterior_sampling_rate",
-        "prior_variance",
-        "tau",
-        "critic_lr",
-        "actor_lr",
-        "alpha_lr",
-        "use_diversity",
-        "use_coherence",
-        "use_propagation",
-        "prior_scale",
-    ),
-    "sac": ("tau", "critic_lr", "actor_lr", "alpha_lr"),
-    "bootdqn_p": ("bootstrap_rate", "posterior_sampling_rate", "prior_scale", "tau", "critic_lr", "actor_lr"),
-    "drnd": ("tau", "critic_lr", "actor_lr", "alpha_lr", "predictor_lr", "bonus_scale", "sign"),
-    "ben": ("bootstrap_rate", "action_noise", "tau", "critic_lr", "actor_lr"),
-}
-"""Per algorithm, the fields a sweep may vary: traced per member, so one compiled program serves
-all values. Others (K, widths, loss form, actor kind, batch and env sizes) change shapes or code."""
-
 
 @dataclasses.dataclass(frozen=True)
 class Member:
@@ -588,10 +308,10 @@ def parse_sweep(entries: tuple[str, ...] | list[str], algo: str | None = None) -
             name = name.removeprefix(f"{algo}.")
         if not sep or not name or not raw.strip():
             raise ValueError(f"malformed sweep {entry!r}: expected NAME=v1,v2,..., e.g. bootstrap_rate=0.01,0.05")
-        if algo is not None and name not in SWEEPABLE[algo]:
-            close = difflib.get_close_matches(name, SWEEPABLE[algo], n=2)
+        if algo is not None and name not in algos.sweepable(algo):
+            close = difflib.get_close_matches(name, algos.sweepable(algo), n=2)
             hint = f" (did you mean {', '.join(close)}?)" if close else ""
-            raise ValueError(f"cannot sweep {name!r} of {algo}{hint}; sweepable: {', '.join(SWEEPABLE[algo])}")
+            raise ValueError(f"cannot sweep {name!r} of {algo}{hint}; sweepable: {', '.join(algos.sweepable(algo))}")
         if any(name == other for other, _ in grid):
             raise ValueError(f"{name} is swept twice")
         values = []
@@ -605,7 +325,7 @@ def parse_sweep(entries: tuple[str, ...] | list[str], algo: str | None = None) -
                 values.append(item)
             value = values[-1]
             if isinstance(value, float) and not math.isfinite(value):
-                raise ValueError(_not_finite(f"sweep {name}: {item}", value))
+                raise ValueError(not_finite(f"sweep {name}: {item}", value))
             if any(type(other) is type(value) and other == value for other in values[:-1]):
                 raise ValueError(f"sweep {name} lists {value} twice")
         grid.append((name, values))
@@ -645,7 +365,7 @@ def expand_members(config: RunConfig) -> list[Member]:
     members = []
     coerced_grid = []
     for name, values in grid:
-        coerced = [_coerce(f"sweep {name}", value, hints[name]) for value in values]
+        coerced = [coerce(f"sweep {name}", value, hints[name]) for value in values]
         for i, value in enumerate(coerced):
             if value in coerced[:i]:
                 first = values[coerced.index(value)]
@@ -653,7 +373,7 @@ def expand_members(config: RunConfig) -> list[Member]:
                 raise ValueError(f"sweep {name} lists {value} twice{same}")
         coerced_grid.append(coerced)
     for task in train.task_names:
-        task_values = {name: _coerce(f"task override {task}:{name}", value, hints[name]) for name, value in per_task.get(task, {}).items()}
+        task_values = {name: coerce(f"task override {task}:{name}", value, hints[name]) for name, value in per_task.get(task, {}).items()}
         for point in itertools.product(*coerced_grid):
             overrides = dict(zip(names, point))
             member_config = dataclasses.replace(base, **{**task_values, **overrides})  # validates the values
@@ -682,7 +402,7 @@ def merge_task_configs(base: RunConfig, task_configs: dict[str, RunConfig]) -> R
     widths) cannot differ between members of one program: a ValueError names it.
     """
     algo = base.algo
-    sweepable = SWEEPABLE[algo]
+    sweepable = algos.sweepable(algo)
     ignored = {"env", "tasks", "task_overrides"}
     overrides = list(base.train.task_overrides)
     given = {entry.partition("=")[0] for entry in overrides}
@@ -841,7 +561,7 @@ def config_from_dict(table: dict[str, Any], ignore: tuple[str, ...] = ()) -> Run
                 raise ValueError(f"{name} must be a table of options ([{name}]), got {section!r}")
             built[name] = _replace_checked(base, section, name)
         elif name in table:
-            built[name] = _coerce(name, table[name], hints[name])
+            built[name] = coerce(name, table[name], hints[name])
     return RunConfig(**built)
 
 
@@ -854,38 +574,8 @@ def _replace_checked(base: Any, values: dict[str, Any], section: str) -> Any:
             close = difflib.get_close_matches(key, fields, n=3)
             hint = f" (did you mean {', '.join(close)}?)" if close else ""
             raise ValueError(f"unknown option {section}.{key}{hint}; valid: {', '.join(sorted(fields))}")
-        checked[key] = _coerce(f"{section}.{key}", value, hints[key])
+        checked[key] = coerce(f"{section}.{key}", value, hints[key])
     return dataclasses.replace(base, **checked)
-
-
-def _coerce(key: str, value: Any, annotation: Any) -> Any:
-    origin = typing.get_origin(annotation)
-    if origin is Literal:
-        if value not in typing.get_args(annotation):
-            raise ValueError(f"{key}={value!r}: expected one of {list(typing.get_args(annotation))}")
-        return value
-    if origin is tuple:
-        if not isinstance(value, (list, tuple)):
-            raise TypeError(f"{key}={value!r}: expected a list")
-        (item_type, _) = typing.get_args(annotation)
-        return tuple(_coerce(key, v, item_type) for v in value)
-    if isinstance(annotation, types.UnionType):
-        raise TypeError(f"{key}: union types are not supported in configs")
-    if annotation is bool:
-        if isinstance(value, bool):
-            return value
-    elif annotation is int:
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-    elif annotation is float:
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            if not _is_finite(value):
-                raise ValueError(_not_finite(key, value))
-            return float(value)
-    elif annotation is str:
-        if isinstance(value, str):
-            return value
-    raise TypeError(f"{key}={value!r} has type {type(value).__name__}; expected {annotation.__name__}")
 
 
 def config_to_dict(config: RunConfig) -> dict[str, Any]:

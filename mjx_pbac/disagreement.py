@@ -28,7 +28,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jp
 
-from mjx_pbac.algorithm import Algorithm, AgentState
+from mjx_pbac.algos.base import AgentState, Algorithm
 
 METRIC_NAMES = {
     "gap_spread": "critic_gap_spread",

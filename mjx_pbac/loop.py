@@ -16,13 +16,14 @@ physics' accuracy; see the README).
 Members: a run trains M independent members (seeds, crossed with the points of a hyperparameter
 sweep and with the tasks of one robot) as a vmapped leading axis of the whole training state, in
 one program. Each member has its own key (from its seed), so its initialisation, bootstrap masks,
-exploration and env noise are its own; its numeric hyperparameters are traced values in its
-agent state (`Algorithm.hyperparams`), and its task's reward constants in `TrainState.task`.
+exploration and env noise are its own; its config is one slice of the stacked member configs
+(`mjx_pbac.algos.base.stack_configs`: the knobs traced, the rest fixed), kept in its agent state,
+and its task's reward constants are in `TrainState.task`.
 
-Posterior sampling (SPEC 2.4): instance n follows head `active_head[n]`, redrawn uniformly at the
-first step of each of its episodes and whenever its step counter (global, not reset by episodes)
-is a multiple of PSR. Bellman targets use the instance's active head with one instance, and one
-head drawn per gradient step with many.
+The loop knows no algorithm: what an algorithm keeps between env steps to act (PBAC's posterior
+sampling: each instance's active head and counter) is its `acting` state, advanced by
+`Algorithm.acting.step` before each action, and what each gradient step needs from it (the head
+of PBAC's Bellman targets) comes from `Algorithm.acting.update_context`.
 
 Per chunk, besides the update metrics: the ensemble's disagreement at the end of the chunk
 (`mjx_pbac.disagreement`, on one minibatch of stored states), and for envs whose metrics include
@@ -43,7 +44,7 @@ from flax import struct
 
 from envs.wrappers import wrap_for_training
 from mjx_pbac import replay
-from mjx_pbac.algorithm import AgentState, Algorithm
+from mjx_pbac.algos.base import AgentState, Algorithm, stack_configs
 from mjx_pbac.config import Schedule, TrainConfig
 from mjx_pbac.disagreement import disagreement_metrics
 
@@ -56,12 +57,9 @@ class TrainState:
     buffer: replay.ReplayBuffer
     env_state: State
     """The N training instances (auto-resetting, with their episode counters)."""
-    active_head: jax.Array
-    """[N] int32: the head each instance follows."""
-    sampling_counter: jax.Array
-    """[N] int32: env steps taken by each instance; a multiple of PSR triggers a redraw."""
-    posterior_sampling_rate: jax.Array
-    """PSR of this member (int32; a sweep may vary it)."""
+    acting: Any
+    """The algorithm's acting state (`Algorithm.acting`; posterior sampling's active heads and
+    counters, None for algorithms that need none)."""
     task: Any
     """This member's task constants (`env.task_params()`, e.g. a locomotion reward's delay
     threshold and weights), so tasks that share a robot are members of one program; None for
@@ -75,28 +73,13 @@ class TrainState:
     """Gradient steps taken so far (int32)."""
 
 
-def redraw_heads(
-    key: jax.Array,
-    active_head: jax.Array,
-    sampling_counter: jax.Array,
-    episode_step: jax.Array,
-    num_heads: int,
-    psr: int | jax.Array,
-) -> jax.Array:
-    """The heads for this step: a fresh uniform draw where the instance starts an episode
-    (`episode_step == 0`) or its counter is a multiple of `psr`; the old head elsewhere."""
-    redraw = jp.logical_or(episode_step == 0, sampling_counter % psr == 0)
-    fresh = jax.random.randint(key, active_head.shape, 0, num_heads, dtype=jp.int32)
-    return jp.where(redraw, fresh, active_head)
-
-
 class Trainer(NamedTuple):
     """Jitted pieces of a run over M members; see the module docstring. Every state and result
     carries the member axis first."""
 
     init: Callable[..., TrainState]
-    """init(seeds[M] int32, hyper (leaves [M]), posterior_sampling_rate[M] int32, task (leaves
-    [M], or None)) -> state."""
+    """init(seeds[M] int32, configs (the members' configs stacked: knobs [M]), task (leaves [M],
+    or None)) -> state."""
     warmup_chunk: Callable[[TrainState], tuple[TrainState, dict]]
     """A chunk of warm-up: uniform random actions into the buffer, no gradient steps."""
     train_chunk: Callable[[TrainState], tuple[TrainState, dict]]
@@ -132,21 +115,18 @@ def make_trainer(train: TrainConfig, env: Env, algorithm: Algorithm, donate: boo
     schedule = Schedule.of(train)
     num_envs, updates = train.num_envs, train.updates_per_step
     action_size = env.action_size
-    num_heads = algorithm.num_heads
 
     def env_of(task: Any) -> Env:
         """This member's env: `env` with the member's task constants (traced)."""
         return env if task is None else env.with_task(task)
 
-    def init(seed: jax.Array, hyper: Any, posterior_sampling_rate: jax.Array, task: Any) -> TrainState:
-        agent_key, env_key, head_key, key = jax.random.split(jax.random.key(seed), 4)
+    def init(seed: jax.Array, config: Any, task: Any) -> TrainState:
+        agent_key, env_key, acting_key, key = jax.random.split(jax.random.key(seed), 4)
         return TrainState(
-            agent=algorithm.init(agent_key, hyper),
+            agent=algorithm.init(agent_key, config),
             buffer=replay.init(train.buffer_size, env.observation_size, action_size),
             env_state=wrap_for_training(env_of(task), num_envs).reset(env_key),
-            active_head=jax.random.randint(head_key, (num_envs,), 0, num_heads, dtype=jp.int32),
-            sampling_counter=jp.zeros((num_envs,), jp.int32),
-            posterior_sampling_rate=jp.asarray(posterior_sampling_rate, jp.int32),
+            acting=algorithm.acting.init(acting_key, config, num_envs),
             task=task,
             seed=jp.asarray(seed, jp.int32),
             key=key,
@@ -157,14 +137,11 @@ def make_trainer(train: TrainConfig, env: Env, algorithm: Algorithm, donate: boo
     def env_step(state: TrainState, learned: bool) -> tuple[TrainState, dict, dict]:
         """One vector step: the algorithm acts (`learned`) or uniform random actions (warm-up);
         the transitions go into the buffer."""
-        key, head_key, action_key = jax.random.split(state.key, 3)
+        key, acting_key, action_key = jax.random.split(state.key, 3)
         env_state = state.env_state
-        active_head = redraw_heads(
-            head_key, state.active_head, state.sampling_counter, env_state.info["steps"], num_heads,
-            state.posterior_sampling_rate,
-        )
+        acting = algorithm.acting.step(state.acting, env_state.info["steps"], acting_key)
         if learned:
-            action = algorithm.act(state.agent, env_state.obs, active_head, action_key)
+            action = algorithm.act(state.agent, acting, env_state.obs, action_key)
         else:
             action = jax.random.uniform(action_key, (num_envs, action_size), minval=-1.0, maxval=1.0)
         next_state = wrap_for_training(env_of(state.task), num_envs).step(env_state, action)
@@ -194,8 +171,7 @@ def make_trainer(train: TrainConfig, env: Env, algorithm: Algorithm, donate: boo
         state = state.replace(
             buffer=replay.insert(state.buffer, transition),
             env_state=next_state,
-            active_head=active_head,
-            sampling_counter=state.sampling_counter + 1,
+            acting=acting,
             key=key,
             env_steps=state.env_steps + num_envs,
         )
@@ -204,20 +180,19 @@ def make_trainer(train: TrainConfig, env: Env, algorithm: Algorithm, donate: boo
     def gradient_steps(state: TrainState) -> tuple[TrainState, dict]:
         """`updates_per_step` gradient steps. Their minibatches are drawn in one gather and the
         steps are unrolled: one straight run of kernels per vector step, no loop."""
-        key, sample_key, head_key, update_key = jax.random.split(state.key, 4)
+        key, sample_key, context_key, update_key = jax.random.split(state.key, 4)
         batches = replay.sample(state.buffer, sample_key, updates * train.batch_size)
         batches = jax.tree.map(lambda x: x.reshape(updates, train.batch_size, *x.shape[1:]), batches)
-        if num_envs == 1:
-            target_heads = jp.broadcast_to(state.active_head[0], (updates,))
-        else:
-            target_heads = jax.random.randint(head_key, (updates,), 0, num_heads, dtype=jp.int32)
+        contexts = None
+        if algorithm.acting.update_context is not None:
+            contexts = algorithm.acting.update_context(state.acting, context_key, updates)
 
         def one_step(agent, inputs):
-            batch, step_key, target_head = inputs
-            return algorithm.update(agent, batch, step_key, target_head)
+            batch, step_key, context = inputs
+            return algorithm.update(agent, batch, step_key, context)
 
         agent, metrics = jax.lax.scan(
-            one_step, state.agent, (batches, jax.random.split(update_key, updates), target_heads), unroll=updates
+            one_step, state.agent, (batches, jax.random.split(update_key, updates), contexts), unroll=updates
         )
         state = state.replace(agent=agent, key=key, updates=state.updates + updates)
         return state, jax.tree.map(jp.mean, metrics)
@@ -289,7 +264,7 @@ def make_trainer(train: TrainConfig, env: Env, algorithm: Algorithm, donate: boo
         return jax.jit(fn, donate_argnums=(0,) if donated and donate else ())
 
     return Trainer(
-        init=jitted(init, (0, 0, 0, 0), donated=False),
+        init=jitted(init, (0, 0, 0), donated=False),
         warmup_chunk=jitted(warmup_chunk, (0,), donated=True),
         train_chunk=jitted(train_chunk, (0,), donated=True),
         evaluate=jitted(evaluate, (0,), donated=False),
@@ -316,20 +291,14 @@ def over_members(fn: Callable, in_axes: tuple) -> Callable:
     return call
 
 
-def member_inputs(
-    algorithm: Algorithm, members: list[tuple[int, Any]], tasks: list[Any] | None = None
-) -> tuple[jax.Array, Any, jax.Array, Any]:
-    """(seeds[M], hyper stacked on [M], PSR[M], task constants stacked on [M] or None) for
-    `Trainer.init`, from (seed, algorithm config) pairs and each member's task constants."""
+def member_inputs(members: list[tuple[int, Any]], tasks: list[Any] | None = None) -> tuple[jax.Array, Any, Any]:
+    """(seeds[M], the members' configs stacked (knobs [M]), task constants stacked on [M] or None)
+    for `Trainer.init`, from (seed, algorithm config) pairs and each member's task constants."""
     seeds = jp.asarray([seed for seed, _ in members], jp.int32)
-    hypers = [algorithm.hyperparams(config) for _, config in members]
-    hyper = jax.tree.map(lambda *leaves: jp.stack(leaves), *hypers)
-    # Algorithms without posterior sampling have no PSR; 1 redraws every step, which is harmless
-    # with one head.
-    psr = jp.asarray([getattr(config, "posterior_sampling_rate", 1) for _, config in members], jp.int32)
+    configs = stack_configs([config for _, config in members])
     if tasks is None or tasks[0] is None:
-        return seeds, hyper, psr, None
-    return seeds, hyper, psr, jax.tree.map(lambda *leaves: jp.stack([jp.asarray(v) for v in leaves]), *tasks)
+        return seeds, configs, None
+    return seeds, configs, jax.tree.map(lambda *leaves: jp.stack([jp.asarray(v) for v in leaves]), *tasks)
 
 
 def non_finite_metrics(metrics: dict[str, Any]) -> dict[str, list[int]]:

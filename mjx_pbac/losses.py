@@ -1,8 +1,8 @@
-"""PBAC's losses as pure functions of arrays (SPEC 2.2, 2.3; paper Eq. (critic_loss), Algorithm 1).
+"""PBAC's losses as pure functions of arrays (paper Eq. (4) (critic_loss), section 3.3, Algorithm 1 lines 12-15).
 
 Shapes: K ensemble members, B samples of the minibatch, A action dimensions.
 
-Critic (SPEC 2.2), with q[k, i] = Q_k(s_i, a_i), Bellman targets y[k, i] (no gradient) and
+Critic (README "Design decisions" (critic loss)), with q[k, i] = Q_k(s_i, a_i), Bellman targets y[k, i] (no gradient) and
 bootstrap mask b[k, i] in {0, 1}:
 
     diversity   = mean_{k,i} b[k,i] (q[k,i] - y[k,i])^2

@@ -235,7 +235,7 @@ def member_configs(config: RunConfig) -> list[Any]:
     """A handful of algorithm configs in which every value any member gives a field appears, and
     no other: per task, the first grid point, and that point with one knob changed to each of its
     values (tasks x (1 + sum of grid lengths) configs, never the product). Enough for
-    `make_algorithm`, whose build decisions look at one field at a time (e.g. any prior_scale != 0)."""
+    `algos.make`, whose build decisions look at one field at a time (e.g. any prior_scale != 0)."""
     train, base = config.train, config.algorithm_config
     hints = typing.get_type_hints(type(base))
     grid = parse_sweep(train.sweep, config.algo)
@@ -293,7 +293,7 @@ def estimate(config: RunConfig, platform: str | None = None) -> MemoryEstimate:
     the algorithm (for a handful of member configs); raises ValueError/TypeError for a config
     they refuse."""
     import envs
-    from mjx_pbac.algorithms import make_algorithm
+    from mjx_pbac import algos
     from mjx_pbac.loop import make_trainer, member_inputs
 
     platform = platform or jax.devices()[0].platform
@@ -301,9 +301,9 @@ def estimate(config: RunConfig, platform: str | None = None) -> MemoryEstimate:
     members = member_count(config)
     configs = member_configs(config)
     env, task_params = envs.make_family(train.task_names, **parse_overrides(train.env_overrides))
-    algorithm = make_algorithm(config, env.observation_size, env.action_size, configs)
+    algorithm = algos.make(config.algo, configs, env.observation_size, env.action_size)
     trainer = make_trainer(train, env, algorithm, donate=False)
-    inputs = member_inputs(algorithm, [(train.seed, configs[0])], [task_params[0]])
+    inputs = member_inputs([(train.seed, configs[0])], [task_params[0]])
     state = jax.eval_shape(trainer.init, *inputs)  # one member, leading axis 1
     one_episode = jax.eval_shape(env.reset, jax.random.key(0))
 

@@ -1,4 +1,4 @@
-"""Finished runs in, the paper's tables and figures out (SPEC 4; paper Table 1 and reward curves).
+"""Finished runs in, the paper's tables and figures out (paper Table 1 and reward curves; README "Design decisions" (statistics)).
 
 Reads run directories from disk only (it never imports the training loop or JAX):
 

@@ -45,14 +45,13 @@ import jax
 import numpy as np
 
 import envs
-from mjx_pbac import checkpoint
-from mjx_pbac.algorithm import Algorithm
+from mjx_pbac import algos, checkpoint
+from mjx_pbac.algos import Algorithm
 from mjx_pbac.checkpoint import CheckpointError
 from mjx_pbac.config import Member, RunConfig, Schedule, config_from_dict, config_to_dict, expand_members, parse_overrides
 from mjx_pbac.lifecycle import LOCK_NAME, ExitCode, RunLock, StopSignals, signal_name, write_json
 from mjx_pbac.logger import Progress, RunLogger, truncate_jsonl
 from mjx_pbac.loop import VISIT_PREFIX, Trainer, make_trainer, member_inputs, non_finite_metrics
-from mjx_pbac.algorithms import make_algorithm
 
 RUNS_ROOT = Path("runs")
 
@@ -106,7 +105,7 @@ class Built(NamedTuple):
         """The members' initial training state (leading axis M)."""
         pairs = [(m.seed, m.config) for m in self.members]
         tasks = [self.task_params[m.task] for m in self.members]
-        return self.trainer.init(*member_inputs(self.algorithm, pairs, tasks))
+        return self.trainer.init(*member_inputs(pairs, tasks))
 
 
 def build(config: RunConfig, donate: bool = True) -> Built:
@@ -115,7 +114,7 @@ def build(config: RunConfig, donate: bool = True) -> Built:
     names = config.train.task_names
     env, params = envs.make_family(names, **parse_overrides(config.train.env_overrides))
     members = expand_members(config)
-    algorithm = make_algorithm(config, env.observation_size, env.action_size, [m.config for m in members])
+    algorithm = algos.make(config.algo, [m.config for m in members], env.observation_size, env.action_size)
     trainer = make_trainer(config.train, env, algorithm, donate=donate)
     return Built(env, algorithm, trainer, members, dict(zip(names, params)))
 
@@ -482,8 +481,12 @@ class _Run:
         stored = metadata.get("config")
         if stored is not None:
             current = json.loads(json.dumps(config_to_dict(self.config)))
+            # Only what this run trains: sections of other algorithms (or ones added since) do not count.
+            trained = ("train", "algo", self.config.algo)
             differing = [
-                name for name in config_differences(stored, current)
+                name for name in config_differences(
+                    {k: stored.get(k) for k in trained}, {k: current.get(k) for k in trained}
+                )
                 if name.removeprefix("train.") not in (*CHANGEABLE_ON_RESUME, "run_dir")
             ]
             if differing:

@@ -1,4 +1,4 @@
-"""Scores over seeds, as the paper reports them (SPEC 4, appendix "Evaluation methodology").
+"""Scores over seeds, as the paper reports them (appendix B.3 "Evaluation methodology"; README "Design decisions" (statistics)).
 
 - `iqm`: the interquartile mean across seeds, with the 25% and 75% quantiles as [lower, upper];
 - `aulc`: the area under the learning curve of each seed (its mean evaluation return);
@@ -54,7 +54,7 @@ def iqm(values: Sequence[float] | np.ndarray) -> tuple[float, float, float]:
 
 
 def aulc(curves: Sequence[Sequence[float]] | np.ndarray) -> np.ndarray:
-    """Area under the learning curve per seed: the mean over evaluation points (SPEC 4).
+    """Area under the learning curve per seed: the mean over evaluation points (paper appendix B.3; README "Design decisions" (statistics)).
 
     `curves` has shape [seeds, eval_points]: each seed's mean evaluation return at each point
     (evaluations are equally spaced, so the mean is the normalised area). Returns shape [seeds].

@@ -1,6 +1,7 @@
-"""BEN baseline (SPEC 3): the Gaussian KL equals the closed form and numerical integration, the
-Gaussian Bellman target and the masked loss by hand, the deterministic critic learns from the
-ensemble's mean alone and alone trains the actor, and the exploration noise is N(0, 0.1^2).
+"""BEN baseline (`mjx_pbac.algos.ben`; paper appendix "Baselines", BEN): the Gaussian KL equals the
+closed form and numerical integration, the Gaussian Bellman target and the masked loss by hand, the
+deterministic critic learns from the ensemble's mean alone and alone trains the actor, and the
+exploration noise is N(0, 0.1^2).
 
 Expected numbers are worked out by hand in the comments; nothing re-implements the losses.
 """
@@ -16,19 +17,17 @@ import numpy as np
 import pytest
 from scipy import integrate, stats
 
-from mjx_pbac.ben import (
-    BENHyper,
+from mjx_pbac.algos import ben
+from mjx_pbac.algos.ben import (
     ben_critic_loss,
     ben_targets,
     bounded_log_variance,
     deterministic_critic_loss,
     gaussian_kl,
-    make_ben,
 )
-from mjx_pbac.config import BENConfig
 from tests.probe_envs import CountingEnv, value_batch, same_tree
 
-SMALL = BENConfig(num_critics=4, hidden_sizes=(8,))
+SMALL = ben.Config(num_critics=4, hidden_sizes=(8,))
 
 
 
@@ -145,9 +144,10 @@ def test_deterministic_critic_loss_by_hand():
 # -- the update -----------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_state_holds_k_minus_one_heteroscedastic_critics_and_one_deterministic():
     env = CountingEnv()
-    agent = make_ben(SMALL, env.observation_size, env.action_size).init(jax.random.key(0))
+    agent = ben.make(SMALL, env.observation_size, env.action_size).init(jax.random.key(0), SMALL)
     ensemble_out = jax.tree.leaves(agent.critic_params["ensemble"])
     assert {leaf.shape[0] for leaf in ensemble_out} == {3}
     assert {leaf.shape[0] for leaf in jax.tree.leaves(agent.critic_params["deterministic"])} == {1}
@@ -162,32 +162,32 @@ def test_reward_reaches_the_actor_only_through_the_ensemble():
     ensemble's update and its targets' Polyak step, but neither the deterministic critic nor the
     actor in the same step."""
     env = CountingEnv()
-    algorithm = make_ben(SMALL, env.observation_size, env.action_size)
+    algorithm = ben.make(SMALL, env.observation_size, env.action_size)
     update = jax.jit(algorithm.update)
-    agent = algorithm.init(jax.random.key(0))
+    agent = algorithm.init(jax.random.key(0), SMALL)
     batch = value_batch([1.0, 2.0, 3.0, 4.0])
-    a, metrics_a = update(agent, batch, jax.random.key(1), jp.asarray(0))
-    b, metrics_b = update(agent, batch.replace(reward=batch.reward + 10.0), jax.random.key(1), jp.asarray(0))
+    a, metrics_a = update(agent, batch, jax.random.key(1), None)
+    b, metrics_b = update(agent, batch.replace(reward=batch.reward + 10.0), jax.random.key(1), None)
     assert float(metrics_b["target_mean"]) == pytest.approx(float(metrics_a["target_mean"]) + 10.0, abs=1e-4)
     assert not same_tree(a.critic_params["ensemble"], b.critic_params["ensemble"])
     assert not same_tree(a.target_ensemble_params, b.target_ensemble_params)
     assert same_tree(a.critic_params["deterministic"], b.critic_params["deterministic"])
     assert same_tree(a.actor_params, b.actor_params)
     # ... and one step later it does: the ensemble's new mean is the deterministic critic's target.
-    a2, _ = update(a, batch, jax.random.key(2), jp.asarray(0))
-    b2, _ = update(b, batch, jax.random.key(2), jp.asarray(0))
+    a2, _ = update(a, batch, jax.random.key(2), None)
+    b2, _ = update(b, batch, jax.random.key(2), None)
     assert not same_tree(a2.critic_params["deterministic"], b2.critic_params["deterministic"])
 
 
 def test_learning_rates_move_their_own_parameters_and_polyak_moves_targets_by_tau():
     env = CountingEnv()
-    algorithm = make_ben(SMALL, env.observation_size, env.action_size)
+    algorithm = ben.make(SMALL, env.observation_size, env.action_size)
     update = jax.jit(algorithm.update)
     batch = value_batch([1.0, 2.0, 3.0])
 
     def updated(**changes):
-        agent = algorithm.init(jax.random.key(0), BENHyper.of(dataclasses.replace(SMALL, **changes)))
-        return agent, update(agent, batch, jax.random.key(1), jp.asarray(0))[0]
+        agent = algorithm.init(jax.random.key(0), dataclasses.replace(SMALL, **changes))
+        return agent, update(agent, batch, jax.random.key(1), None)[0]
 
     before, base = updated()
     _, faster_actor = updated(actor_lr=0.1)
@@ -207,15 +207,15 @@ def test_learning_rates_move_their_own_parameters_and_polyak_moves_targets_by_ta
 
 def test_exploration_noise_is_gaussian_with_the_configured_scale_and_eval_is_the_mean():
     env = CountingEnv()
-    algorithm = make_ben(SMALL, env.observation_size, env.action_size)
-    agent = algorithm.init(jax.random.key(0))
+    algorithm = ben.make(SMALL, env.observation_size, env.action_size)
+    agent = algorithm.init(jax.random.key(0), SMALL)
     obs = jp.tile(jp.array([[0.3, -0.2]]), (4000, 1))
     greedy = algorithm.eval_act(agent, obs)
     np.testing.assert_array_equal(greedy, greedy[:1].repeat(4000, 0))
     assert abs(float(greedy[0, 0])) < 0.6  # far enough from the bounds that the clip is rare
-    noisy = algorithm.act(agent, obs, jp.zeros(4000, jp.int32), jax.random.key(1))
+    noisy = algorithm.act(agent, None, obs, jax.random.key(1))
     assert np.all(np.abs(noisy) <= 1.0)
     noise = np.asarray(noisy - greedy)[:, 0]
     assert abs(noise.mean()) < 0.01 and noise.std() == pytest.approx(0.1, rel=0.05)
-    quiet = algorithm.init(jax.random.key(0), BENHyper.of(dataclasses.replace(SMALL, action_noise=0.0)))
-    np.testing.assert_array_equal(algorithm.act(quiet, obs, jp.zeros(4000, jp.int32), jax.random.key(1)), greedy)
+    quiet = algorithm.init(jax.random.key(0), dataclasses.replace(SMALL, action_noise=0.0))
+    np.testing.assert_array_equal(algorithm.act(quiet, None, obs, jax.random.key(1)), greedy)

@@ -1,5 +1,6 @@
-"""BootDQN-P (SPEC 3): the masked Huber loss by hand, the fixed priors (Q = f + beta p, never
-trained), targets from target critic k at head k, and short training runs on `chain`."""
+"""BootDQN-P (`mjx_pbac.algos.bootdqn_p`; paper appendix "Baselines", BootDQN-P): the masked Huber
+loss by hand, the fixed priors (Q = f + beta p, never trained), targets from target critic k at
+head k, and short training runs on `chain`."""
 
 from __future__ import annotations
 
@@ -15,21 +16,22 @@ import pytest
 
 import envs
 from mjx_pbac import replay
-from mjx_pbac.bootdqn_p import (
-    BootDQNPState,
+from mjx_pbac.algos import bootdqn_p
+from mjx_pbac.algos.base import traced
+from mjx_pbac.algos.bootdqn_p import (
+    State,
     bootdqn_critic_loss,
     bootdqn_targets,
     head_actions,
     huber,
-    make_bootdqn_p,
-    make_bootdqn_p_networks,
+    make_networks,
     randomized_prior_q,
 )
-from mjx_pbac.config import BootDQNPConfig, TrainConfig
+from mjx_pbac.config import TrainConfig
 from mjx_pbac.loop import make_trainer, member_inputs
 from tests.probe_envs import same_tree
 
-SMALL = BootDQNPConfig(num_critics=3, hidden_sizes=(8,))
+SMALL = bootdqn_p.Config(num_critics=3, hidden_sizes=(8,))
 OBS_SIZE, ACTION_SIZE = 2, 1
 
 
@@ -105,29 +107,30 @@ def test_critic_loss_rejects_mismatched_shapes():
 
 
 def _algorithm(config=SMALL):
-    return make_bootdqn_p(config, OBS_SIZE, ACTION_SIZE)
+    return bootdqn_p.make(config, OBS_SIZE, ACTION_SIZE)
 
 
 def test_state_shapes_and_priors_are_their_own_network():
-    state = _algorithm().init(jax.random.key(0))
-    assert isinstance(state, BootDQNPState)
+    state = _algorithm().init(jax.random.key(0), SMALL)
+    assert isinstance(state, State)
     for leaf in jax.tree.leaves(state.prior_params):
         assert leaf.shape[0] == SMALL.num_critics
     chex.assert_trees_all_equal_shapes(state.prior_params, state.critic_params)
     assert not same_tree(state.prior_params, state.critic_params)  # own init key
     assert same_tree(state.target_critic_params, state.critic_params)
-    # No optimiser state for the priors: Adam's moments mirror f and the actor only.
+    # No optimiser state for the priors: Adam's moments mirror f and the actor only (plus Adam's
+    # step count, and the injected learning rate with its own count).
     n_critic = len(jax.tree.leaves(state.critic_params))
     n_actor = len(jax.tree.leaves(state.actor_params))
-    assert len(jax.tree.leaves(state.critic_opt_state)) == 2 * n_critic + 1  # mu, nu, count
-    assert len(jax.tree.leaves(state.actor_opt_state)) == 2 * n_actor + 1
+    assert len(jax.tree.leaves(state.critic_opt_state)) == 2 * n_critic + 3
+    assert len(jax.tree.leaves(state.actor_opt_state)) == 2 * n_actor + 3
 
 
 def test_q_is_f_plus_beta_p():
     config = dataclasses.replace(SMALL, prior_scale=5.0)
     algorithm = _algorithm(config)
-    networks = make_bootdqn_p_networks(config, ACTION_SIZE)
-    state = algorithm.init(jax.random.key(0))
+    networks = make_networks(config, ACTION_SIZE)
+    state = algorithm.init(jax.random.key(0), config)
     batch = _batch()
     p = networks.critic.apply(state.prior_params, batch.obs, batch.action)  # [K, B]
     chex.assert_shape(p, (3, 4))
@@ -137,18 +140,19 @@ def test_q_is_f_plus_beta_p():
     np.testing.assert_array_equal(q0, networks.critic.apply(state.critic_params, batch.obs, batch.action))
     # The update scores replay actions with the same Q: same params and batch, beta 0 vs 5.
     update = jax.jit(algorithm.update)  # one program for both: the prior scale is traced
-    _, m0 = update(state.replace(hyper=state.hyper.replace(prior_scale=jp.float32(0.0))), batch, jax.random.key(1), 0)
-    _, m5 = update(state, batch, jax.random.key(1), 0)
+    zero_beta = traced(dataclasses.replace(config, prior_scale=0.0))
+    _, m0 = update(state.replace(config=zero_beta), batch, jax.random.key(1), None)
+    _, m5 = update(state, batch, jax.random.key(1), None)
     assert float(m5["critic_q_mean"] - m0["critic_q_mean"]) == pytest.approx(5.0 * float(jp.mean(p)), abs=1e-5)
 
 
 def test_priors_never_change_over_updates_while_f_and_targets_move():
     algorithm = _algorithm()
-    initial = algorithm.init(jax.random.key(0))
+    initial = algorithm.init(jax.random.key(0), SMALL)
     update = jax.jit(algorithm.update)
     state = initial
     for step in range(5):
-        state, metrics = update(state, _batch(8), jax.random.key(step + 1), jp.asarray(0))
+        state, metrics = update(state, _batch(8), jax.random.key(step + 1), None)
     assert same_tree(state.prior_params, initial.prior_params)
     assert not same_tree(state.critic_params, initial.critic_params)
     assert not same_tree(state.target_critic_params, initial.target_critic_params)
@@ -162,9 +166,9 @@ def test_each_loss_moves_only_its_own_parameters():
     batch = _batch()
 
     def updated(**lrs):
-        algorithm = _algorithm(dataclasses.replace(SMALL, **lrs))
-        agent = algorithm.init(jax.random.key(0))
-        return jax.jit(algorithm.update)(agent, batch, jax.random.key(1), jp.asarray(0))[0]
+        config = dataclasses.replace(SMALL, **lrs)
+        agent = _algorithm(config).init(jax.random.key(0), config)
+        return jax.jit(_algorithm(config).update)(agent, batch, jax.random.key(1), None)[0]
 
     base = updated()
     groups = {"critic_lr": ("critic_params", "target_critic_params", "actor_params"), "actor_lr": ("actor_params",)}
@@ -181,14 +185,14 @@ def test_each_loss_moves_only_its_own_parameters():
 def _perturbed_state(config=SMALL):
     """An initial state whose targets differ from the online critics (so a test can tell them
     apart) and whose heads act differently on the batch."""
-    state = _algorithm(config).init(jax.random.key(3))
+    state = _algorithm(config).init(jax.random.key(3), config)
     targets = jax.tree.map(lambda leaf: 1.5 * leaf + 0.1, state.target_critic_params)
     return state.replace(target_critic_params=targets)
 
 
 def test_critic_k_bootstraps_with_head_k():
     config = dataclasses.replace(SMALL, gamma=0.9, prior_scale=5.0)
-    networks = make_bootdqn_p_networks(config, ACTION_SIZE)
+    networks = make_networks(config, ACTION_SIZE)
     state = _perturbed_state(config)
     batch = _batch()
     y = bootdqn_targets(networks, state, batch, config.gamma)
@@ -212,15 +216,15 @@ def test_critic_k_bootstraps_with_head_k():
         other = (k + 1) % 3
         assert float(jp.max(jp.abs(y[k] - manual(k, other, state.target_critic_params)))) > 1e-4
         assert float(jp.max(jp.abs(y[k] - manual(k, k, state.critic_params)))) > 1e-4  # targets, not online
-    # The update uses these targets whatever head the loop passes.
-    update = jax.jit(_algorithm(config).update)
-    for target_head in (0, 2):
-        _, metrics = update(state, batch, jax.random.key(1), jp.asarray(target_head))
-        assert float(metrics["target_mean"]) == pytest.approx(float(jp.mean(y)), rel=1e-6)
+    # The update uses these targets: it takes no target head (its acting rule hands it none).
+    algorithm = _algorithm(config)
+    assert algorithm.acting.update_context is None
+    _, metrics = jax.jit(algorithm.update)(state, batch, jax.random.key(1), None)
+    assert float(metrics["target_mean"]) == pytest.approx(float(jp.mean(y)), rel=1e-6)
 
 
 def test_targets_bootstrap_through_truncation_not_termination():
-    networks = make_bootdqn_p_networks(SMALL, ACTION_SIZE)
+    networks = make_networks(SMALL, ACTION_SIZE)
     state = _perturbed_state()
     # reward = 1 + linspace(-1, 1, 4) = [0, 2/3, 4/3, 2]
     terminated = _batch(terminated=1.0, truncated=0.0)
@@ -229,7 +233,7 @@ def test_targets_bootstrap_through_truncation_not_termination():
     truncated = _batch(terminated=0.0, truncated=1.0)
     y = bootdqn_targets(networks, state, truncated, SMALL.gamma)
     assert float(jp.min(jp.abs(y - truncated.reward))) > 1e-4  # bootstrapped
-    _, metrics = jax.jit(_algorithm().update)(state, terminated, jax.random.key(1), jp.asarray(0))
+    _, metrics = jax.jit(_algorithm().update)(state, terminated, jax.random.key(1), None)
     assert float(metrics["target_mean"]) == pytest.approx(1.0, abs=1e-6)  # mean of [0, 2/3, 4/3, 2]
 
 
@@ -238,15 +242,16 @@ def test_targets_bootstrap_through_truncation_not_termination():
 
 def test_act_follows_the_active_head_and_eval_averages_heads():
     algorithm = _algorithm()
-    state = algorithm.init(jax.random.key(0))
+    state = algorithm.init(jax.random.key(0), SMALL)
     obs = _batch().obs
-    heads = head_actions(make_bootdqn_p_networks(SMALL, ACTION_SIZE).actor, state.actor_params, obs)  # [3, 4, 1]
+    heads = head_actions(make_networks(SMALL, ACTION_SIZE).actor, state.actor_params, obs)  # [3, 4, 1]
     active = jp.asarray([2, 0, 1, 2])
-    action = algorithm.act(state, obs, active, jax.random.key(5))
+    acting = algorithm.acting.init(jax.random.key(0), SMALL, 4).replace(active_head=active)
+    action = algorithm.act(state, acting, obs, jax.random.key(5))
     chex.assert_shape(action, (4, 1))
     np.testing.assert_array_equal(action, heads[active, jp.arange(4)])
     # Greedy: no noise, the key does not matter.
-    np.testing.assert_array_equal(action, algorithm.act(state, obs, active, jax.random.key(6)))
+    np.testing.assert_array_equal(action, algorithm.act(state, acting, obs, jax.random.key(6)))
     np.testing.assert_allclose(algorithm.eval_act(state, obs), jp.mean(heads, axis=0), rtol=1e-6)
 
 
@@ -262,9 +267,9 @@ def chain_run():
         warmup_steps=100, chunk_steps=100, eval_interval=100, eval_episodes=2, checkpoint_interval=100,
     )
     config = dataclasses.replace(SMALL, bootstrap_rate=0.1, posterior_sampling_rate=2)
-    algorithm = make_bootdqn_p(config, env.observation_size, env.action_size)
+    algorithm = bootdqn_p.make(config, env.observation_size, env.action_size)
     trainer = make_trainer(train, env, algorithm)
-    state = trainer.init(*member_inputs(algorithm, [(0, config), (1, config)]))
+    state = trainer.init(*member_inputs([(0, config), (1, config)]))
     initial = jax.device_get(state.agent)  # the chunks donate the state's buffers
     state, _ = trainer.warmup_chunk(state)
     state, metrics = trainer.train_chunk(state)
@@ -272,6 +277,7 @@ def chain_run():
     return initial, jax.device_get(state), jax.device_get(metrics), jax.device_get(returns)
 
 
+@pytest.mark.slow
 def test_chain_training_keeps_priors_and_moves_f(chain_run):
     initial, state, _, _ = chain_run
     assert same_tree(state.agent.prior_params, initial.prior_params)
@@ -280,6 +286,7 @@ def test_chain_training_keeps_priors_and_moves_f(chain_run):
     assert int(state.updates[0]) == 50  # 50 vector steps x 1 update in the training chunk
 
 
+@pytest.mark.slow
 def test_chain_training_metrics_finite_and_seeds_differ(chain_run):
     initial, state, metrics, returns = chain_run
     for name in ("critic_loss", "critic_q_mean", "critic_q_spread", "actor_loss", "alpha", "entropy", "target_mean"):

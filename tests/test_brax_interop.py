@@ -29,9 +29,12 @@ def device_put_replicated_shim(monkeypatch):
 
 @pytest.mark.slow
 def test_brax_ppo_trains_a_few_iterations_on_ant_delayed():
+    """Two PPO iterations (one gradient step each) on our MJX ant: Brax's wrappers step it, its
+    losses are finite, its gradient steps change the policy and value networks, and the trained
+    policy maps an observation of our env to an action of our env's size in [-1, 1]."""
     env = envs.make("ant_delayed")
-    progress = []
-    _, params, metrics = ppo.train(
+    progress, snapshots = [], []
+    make_policy, params, metrics = ppo.train(
         environment=env,
         num_timesteps=2 * 8 * 8,
         episode_length=16,
@@ -44,9 +47,25 @@ def test_brax_ppo_trains_a_few_iterations_on_ant_delayed():
         run_evals=False,  # Brax's evaluator would compile a second Ant program (~1 min on 2 cores)
         seed=0,
         progress_fn=lambda step, m: progress.append((step, m)),
+        policy_params_fn=lambda step, make, p: snapshots.append((step, jax.device_get(p))),
     )
     assert len(progress) == 1 and progress[0][0] >= 2 * 8 * 8
     losses = {name: value for name, value in metrics.items() if "loss" in name}
     assert losses, sorted(metrics)
     assert all(np.isfinite(value) for value in losses.values()), losses
-    assert params is not None
+    # (normalizer, policy, value) parameters: finite, and the policy and value networks trained.
+    assert [step for step, _ in snapshots] == [0, progress[0][0]]
+    initial = snapshots[0][1]
+    _, policy_params, value_params = params
+    for name, trained, before in (("policy", policy_params, initial[1]), ("value", value_params, initial[2])):
+        leaves, initial_leaves = jax.tree.leaves(trained), jax.tree.leaves(before)
+        assert leaves and [x.shape for x in leaves] == [x.shape for x in initial_leaves], name
+        assert all(np.all(np.isfinite(x)) for x in leaves), name
+        assert any(not np.array_equal(x, y) for x, y in zip(leaves, initial_leaves)), f"{name} did not change"
+    # The policy's first layer reads our observation; its last gives a mean and a scale per action.
+    kernels = [x for x in jax.tree.leaves(policy_params) if x.ndim == 2]
+    assert kernels[0].shape[0] == env.observation_size and kernels[-1].shape[1] == 2 * env.action_size
+    policy = make_policy(params, deterministic=True)
+    obs = env.reset(jax.random.key(1)).obs
+    action, _ = policy(obs, jax.random.key(2))
+    assert action.shape == (env.action_size,) and np.all(np.isfinite(action)) and np.all(np.abs(action) <= 1.0)

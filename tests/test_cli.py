@@ -1,12 +1,19 @@
 """train.py's command line: bad input is refused with a message, before anything compiles."""
 
+import contextlib
+import dataclasses
+import io
 import re
 import subprocess
 import sys
+import typing
 
 import pytest
 
 import train
+from mjx_pbac import cli
+from mjx_pbac import algos
+from mjx_pbac.config import RunConfig, TrainConfig, load_profile
 
 
 def test_parse_overrides_reads_literals_and_bare_words():
@@ -44,3 +51,102 @@ def test_help_lists_every_option():
     )
     for option in ("--preset", "--env", "--num-envs", "--steps-per-call", "--repeats", "--set", "--out"):
         assert option in result.stdout
+
+
+# -- the tyro command line: shorthands, profiles as defaults, one-line refusals ------------------
+
+
+def _configure(*argv):
+    return cli.configure(load_profile("chain"), list(argv), "train.py --profile chain")
+
+
+def test_shorthands_set_their_train_options_and_give_back_a_plain_train_config():
+    config = _configure("--seeds", "3", "--sweep", "bootstrap_rate=0.01,0.1", "--sweep=tau=0.01,0.02", "--tasks", "deep_chain_4, deep_chain_5,")
+    assert type(config.train) is TrainConfig and config == dataclasses.replace(config)  # compares equal to a saved one
+    assert config.train.num_seeds == 3 and config.train.tasks == ("deep_chain_4", "deep_chain_5")
+    assert config.train.sweep == ("bootstrap_rate=0.01,0.1", "tau=0.01,0.02")  # repeated --sweep merge
+    # The shorthand is an alias: the last of --seeds and --train.num-seeds counts; --sweep replaces --train.sweep.
+    assert _configure("--seeds", "3", "--train.num-seeds", "4").train.num_seeds == 4
+    assert _configure("--train.sweep", "tau=0.1,0.2", "--sweep", "bootstrap_rate=0.1,0.2").train.sweep == ("bootstrap_rate=0.1,0.2",)
+    # The profile's values stay where no option is given.
+    assert _configure().train == load_profile("chain").train
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--profile"], "error: --profile needs a value"),
+        (["--resume"], "error: --resume needs a value"),
+        (["--profile", "chain", "--seeds"], "error: --seeds needs a value, e.g. --seeds 10"),
+        (["--profile", "chain", "--sweep"], "error: --sweep needs a value, e.g. --sweep bootstrap_rate=0.01,0.05"),
+        (["--profile", "chain", "--tasks", "--seeds", "2"], "error: --tasks needs a value, e.g. --tasks ant_delayed,ant_very_delayed"),
+        (["--profile", "chain", "--sweep", "bootstrap_rate"],
+         "error: value error: Error parsing train: malformed sweep 'bootstrap_rate': expected NAME="),
+        (["--profile", "chain", "--seeds", "0"], "Error parsing train: num_seeds must be >= 1, got 0 (see train.py --profile chain --help)"),
+        (["--profile", "chain", "--train.totl-steps", "5"], "Unrecognized options: --train.totl-steps, 5"),
+        (["--profile", "chain", "--profile-file", "x.toml"], "error: give --profile NAME or --profile-file PATH, not both"),
+        (["--resume", "d", "--profile", "chain"], "error: --resume RUN_DIR takes no profile"),
+        (["--resume", "d", "--train.seed", "2"], "--train.seed cannot change on resume (changeable: --train.total-steps, "),
+        (["--resume", "d", "--train.total-steps"], "error: --train.total-steps needs a value"),
+        (["table", "--block"], "error: --block needs a value"),
+        (["table", "--tasks", "chain", "--resume=x"], "error: table chooses the profile, algorithm and tasks of each run"),
+        (["probe", "--train.env", "chain"], "error: probe chooses the algorithm, env and tasks of each run"),
+        (["profile", "--profile", "chain", "--resume", "x"], "Unrecognized options: --resume, x"),
+    ],
+)
+def test_bad_command_lines_are_one_line_with_exit_code_2(argv, message):
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        assert train.run(argv) == 2
+    (line,) = err.getvalue().splitlines()
+    assert line.startswith("error: ") and message in line, line
+
+
+def test_resume_changes_only_what_a_resumed_run_may_change():
+    changes = cli.resume_changes(["--train.total-steps", "600_000", "--train.progress=False"], "runs/x")
+    assert changes == {"total_steps": 600_000, "progress": False}
+    assert cli.resume_changes([], "runs/x") == {}
+
+
+def test_usage_lists_every_algorithm_with_its_sweepable_knobs(capsys):
+    train.main(["--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    names = typing.get_args(typing.get_type_hints(RunConfig)["algo"])
+    assert names == algos.NAMES
+    for algo in names:
+        assert f" {algo} {', '.join(algos.sweepable(algo))}" in text
+
+
+@pytest.mark.parametrize(
+    "argv, options",
+    [
+        (["--profile", "chain"], ["--seeds INT, --train.num-seeds INT", "--sweep NAME=v1,v2,...", "--tasks A,B,...", "--algo"]),
+        (["table"], ["--block BLOCK", "--tasks T1,T2,...", "--algos A1,A2,...", "--seeds", "--out DIR", "--group-tasks"]),
+        (["probe"], ["--algos", "pbac_soft", "--lengths", "--seeds", "--out DIR", "--profile"]),
+        (["report"], ["--out", "--explore RUN_DIR,X_KEY,Y_KEY", "(repeatable)", "--phases", "--member"]),
+        (["profile", "--profile", "chain"], ["--measure-steps", "--baseline", "--phases", "--train.total-steps"]),
+        (["bench-seeds", "--profile", "chain"], ["--seed-counts", "--timed-chunks", "--seeds INT"]),
+        (["--resume", "runs/x"], ["--train.total-steps", "--train.progress", "(default: the run's)"]),
+    ],
+)
+def test_every_command_has_a_help(argv, options, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        train.main([*argv, "--help"])
+    assert exit_.value.code in (0, None)
+    text = capsys.readouterr().out
+    for option in options:
+        assert option in text, option
+
+
+def test_extra_tasks_take_their_profiles_knobs_unless_the_command_line_sets_them(capsys):
+    """--tasks re-reads the command line's options on each task's profile: ant_very_delayed's
+    profile gives it prior variance 5.0, unless the options set it for every task (even to the
+    run's own 1.0)."""
+    def tasks_config(*options):
+        argv = ["--tasks", "ant_very_delayed", *options]
+        return train._with_task_profiles(cli.configure(load_profile("ant"), argv, "p"), argv, "p")
+
+    assert tasks_config().train.task_overrides == ("ant_very_delayed:prior_variance=5.0",)
+    assert "per-task settings from the tasks' profiles: ant_very_delayed:prior_variance=5.0" in capsys.readouterr().err
+    assert tasks_config("--pbac.prior-variance", "1.0").train.task_overrides == ()
+    assert tasks_config("--pbac.prior-variance", "2.0", "--train.env", "ant").train.task_overrides == ()

@@ -3,19 +3,21 @@ and PBAC's optional random prior networks."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import jax
 import jax.numpy as jp
 import numpy as np
 import pytest
 
-from mjx_pbac.algorithm import Algorithm
-from mjx_pbac.config import PBACConfig
+from mjx_pbac import algos
+from mjx_pbac.algos import pbac
+from mjx_pbac.algos.base import make_algorithm, traced
 from mjx_pbac.disagreement import disagreement_metrics, ensemble_disagreement, spreads
-from mjx_pbac.pbac import make_pbac
 from mjx_pbac.replay import Transition
 
 
-def linear_ensemble(slopes, offsets, heads) -> tuple[Algorithm, dict]:
+def linear_ensemble(slopes, offsets, heads) -> tuple[algos.Algorithm, dict]:
     """Q_k(s, a) = slopes[k] * a + offsets[k] (1-D actions); the heads' actions given per head."""
     state = {"w": jp.asarray(slopes, jp.float32), "c": jp.asarray(offsets, jp.float32), "h": jp.asarray(heads, jp.float32)}
 
@@ -25,9 +27,8 @@ def linear_ensemble(slopes, offsets, heads) -> tuple[Algorithm, dict]:
     def head_actions(state, obs):
         return jp.broadcast_to(state["h"][:, None, None], (state["h"].shape[0], obs.shape[0], 1))
 
-    algorithm = Algorithm(
-        num_heads=len(heads), hyperparams=None, init=None, act=None, eval_act=None, update=None,
-        critic_values=critic_values, head_actions=head_actions,
+    algorithm = make_algorithm(
+        init=None, act=None, eval_act=None, update=None, critic_values=critic_values, head_actions=head_actions
     )
     return algorithm, state
 
@@ -75,7 +76,7 @@ def test_algorithms_without_critics_report_nothing():
     assert ensemble_disagreement(algorithm._replace(critic_values=None), state, jp.zeros((2, 1)), jax.random.key(0)) == {}
 
 
-SMALL = PBACConfig(num_critics=3, hidden_sizes=(8,), actor="deterministic")
+SMALL = pbac.Config(num_critics=3, hidden_sizes=(8,), actor="deterministic")
 
 
 def _batch(key, n=16, obs_size=3, action_size=2) -> Transition:
@@ -90,15 +91,17 @@ def _batch(key, n=16, obs_size=3, action_size=2) -> Transition:
     )
 
 
+@pytest.mark.slow
 def test_pbac_without_priors_is_the_paper_pbac_and_with_priors_adds_beta_p():
     """prior_scale 0 builds no priors (the same parameters as before priors existed); beta > 0:
     Q_k = f_k + beta p_k with p_k fixed through an update, and the update differs."""
-    plain = make_pbac(SMALL, 3, 2)
-    state = plain.init(jax.random.key(0))
+    plain = pbac.make(SMALL, 3, 2)
+    state = plain.init(jax.random.key(0), SMALL)
     assert state.prior_params is None
-    with_priors = make_pbac(SMALL, 3, 2, prior_networks=True)
-    hyper = with_priors.hyperparams(SMALL).replace(prior_scale=jp.float32(2.5))
-    primed = with_priors.init(jax.random.key(0), hyper)
+    beta = dataclasses.replace(SMALL, prior_scale=2.5)
+    # Built for a program whose members include one with beta > 0: every member gets priors.
+    with_priors = algos.make("pbac", [SMALL, beta], 3, 2)
+    primed = with_priors.init(jax.random.key(0), beta)
     # Same key: the trainable critics and actor are the plain PBAC's; the priors come on top.
     for name in ("critic_params", "actor_params"):
         jax.tree.map(np.testing.assert_array_equal, getattr(primed, name), getattr(state, name))
@@ -107,7 +110,7 @@ def test_pbac_without_priors_is_the_paper_pbac_and_with_priors_adds_beta_p():
     p = plain.critic_values(state.replace(critic_params=primed.prior_params), batch.obs, batch.action)
     np.testing.assert_allclose(with_priors.critic_values(primed, batch.obs, batch.action), f + 2.5 * p, rtol=1e-5, atol=1e-6)
     # beta = 0 with priors built gives the plain values and the plain update, bit for bit.
-    zeroed = primed.replace(hyper=primed.hyper.replace(prior_scale=jp.float32(0.0)))
+    zeroed = primed.replace(config=traced(SMALL))
     np.testing.assert_array_equal(with_priors.critic_values(zeroed, batch.obs, batch.action), f)
     updated, _ = jax.jit(with_priors.update)(primed, batch, jax.random.key(2), jp.int32(0))
     jax.tree.map(np.testing.assert_array_equal, updated.prior_params, primed.prior_params)
@@ -117,8 +120,6 @@ def test_pbac_without_priors_is_the_paper_pbac_and_with_priors_adds_beta_p():
 
 
 def test_pbac_prior_scale_is_validated_and_sweepable():
-    from mjx_pbac.config import SWEEPABLE
-
     with pytest.raises(ValueError, match="prior_scale must be >= 0"):
-        PBACConfig(prior_scale=-1.0)
-    assert "prior_scale" in SWEEPABLE["pbac"]
+        pbac.Config(prior_scale=-1.0)
+    assert "prior_scale" in algos.sweepable("pbac")

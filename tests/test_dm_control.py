@@ -38,6 +38,7 @@ def _concat(a: States, b: States) -> States:
 
 
 @pytest.mark.parametrize("name", TASKS)
+@pytest.mark.slow
 def test_observation_and_reward_equal_dm_control_on_the_same_states(name):
     rollout = dm_rollout(name, steps=300)
     near = near_reward_states(name, count=400)
@@ -87,6 +88,7 @@ def test_one_mjx_step_follows_c_mujoco(name):
     assert deviation["qpos_max"] < qpos_bound and deviation["qvel_max"] < qvel_bound, deviation
 
 
+@pytest.mark.slow
 def test_reacher_target_is_redrawn_at_every_reset_and_kept_within_an_episode():
     env = envs.wrap_for_training(envs.make("reacher_hard"), 4, episode_length=3)
     state = jax.jit(env.reset)(jax.random.PRNGKey(0))
@@ -102,6 +104,7 @@ def test_reacher_target_is_redrawn_at_every_reset_and_kept_within_an_episode():
     assert not np.any(np.all(np.asarray(state.info["target"]) == first, axis=1))
 
 
+@pytest.mark.slow
 def test_ball_in_cup_reset_never_starts_penetrating_and_varies():
     env = envs.make("ball_in_cup_catch")
     model = env.mjx_model

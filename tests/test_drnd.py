@@ -1,6 +1,7 @@
-"""SAC-DRND baseline (SPEC 3): the bonus and the predictor loss by hand, the signed bonus inside
-the bootstrap of SAC's target, fixed random targets, a predictor that distils them (seen pairs
-become less novel than unseen ones), and sweeps over the sign.
+"""SAC-DRND baseline (`mjx_pbac.algos.drnd`; paper appendix "Baselines", DRND): the bonus and the
+predictor loss by hand, the signed bonus inside the bootstrap of SAC's target, fixed random targets,
+a predictor that distils them (seen pairs become less novel than unseen ones), and sweeps over the
+sign.
 
 Expected numbers are worked out by hand in the comments; nothing re-implements the losses.
 """
@@ -14,12 +15,14 @@ import jax.numpy as jp
 import numpy as np
 import pytest
 
-from mjx_pbac.config import DRNDConfig, RunConfig, TrainConfig, expand_members
-from mjx_pbac.drnd import DRNDHyper, drnd_bonus, make_drnd, predictor_loss
-from mjx_pbac.sac import sac_targets
+from mjx_pbac.algos import drnd
+from mjx_pbac.algos.base import traced
+from mjx_pbac.algos.drnd import ReLUMLP, drnd_bonus, predictor_loss
+from mjx_pbac.algos.sac import sac_targets
+from mjx_pbac.config import RunConfig, TrainConfig, expand_members
 from tests.probe_envs import CountingEnv, value_batch, same_tree
 
-SMALL = DRNDConfig(hidden_sizes=(8,), predictor_hidden_sizes=(16, 16), embedding_size=4, num_targets=3)
+SMALL = drnd.Config(hidden_sizes=(8,), predictor_hidden_sizes=(16, 16), embedding_size=4, num_targets=3)
 
 
 
@@ -90,18 +93,19 @@ def test_sac_target_carries_the_bonus_inside_the_bootstrap():
     np.testing.assert_allclose(y, [5.5, 2.0], rtol=1e-6)
 
 
+@pytest.mark.slow
 def test_update_adds_sign_times_lambda_times_the_bonus_to_the_target():
     """Same state and key, so the same a' and critics: only the bonus term differs. Its size
     shows in the target as gamma * mean(b) (no row terminated), with the sign of the switch."""
     env = CountingEnv()
-    algorithm = make_drnd(SMALL, env.observation_size, env.action_size)
+    algorithm = drnd.make(SMALL, env.observation_size, env.action_size)
     update = jax.jit(algorithm.update)
     batch = value_batch([1.0, 2.0, 3.0, 4.0])
 
     def target_mean(**changes):
         config = dataclasses.replace(SMALL, **changes)
-        agent = algorithm.init(jax.random.key(0), DRNDHyper.of(config))
-        _, metrics = update(agent, batch, jax.random.key(1), jp.asarray(0))
+        agent = algorithm.init(jax.random.key(0), config)
+        _, metrics = update(agent, batch, jax.random.key(1), None)
         return float(metrics["target_mean"]), float(metrics["target_bonus_mean"])
 
     plain, zero = target_mean(bonus_scale=0.0)
@@ -116,8 +120,8 @@ def test_update_adds_sign_times_lambda_times_the_bonus_to_the_target():
 
     # Every row terminated: y = r whatever the bonus.
     terminated = batch.replace(terminated=jp.ones(4), truncated=jp.zeros(4))
-    agent = algorithm.init(jax.random.key(0), DRNDHyper.of(dataclasses.replace(SMALL, sign="bonus")))
-    _, metrics = update(agent, terminated, jax.random.key(1), jp.asarray(0))
+    agent = algorithm.init(jax.random.key(0), dataclasses.replace(SMALL, sign="bonus"))
+    _, metrics = update(agent, terminated, jax.random.key(1), None)
     assert float(metrics["target_mean"]) == pytest.approx(2.5, abs=1e-6)
 
 
@@ -127,22 +131,20 @@ def test_update_adds_sign_times_lambda_times_the_bonus_to_the_target():
 def test_targets_fixed_predictor_distils_and_seen_pairs_become_less_novel():
     env = CountingEnv()
     config = dataclasses.replace(SMALL, predictor_lr=1e-3)
-    algorithm = make_drnd(config, env.observation_size, env.action_size)
+    algorithm = drnd.make(config, env.observation_size, env.action_size)
     update = jax.jit(algorithm.update)
-    agent = algorithm.init(jax.random.key(0))
+    agent = algorithm.init(jax.random.key(0), config)
     before = agent
     seen = value_batch(np.linspace(-1.0, 1.0, 16))
     losses = []
     for step in range(300):
-        agent, metrics = update(agent, seen, jax.random.key(step), jp.asarray(0))
+        agent, metrics = update(agent, seen, jax.random.key(step), None)
         losses.append(float(metrics["predictor_loss"]))
     assert same_tree(before.random_target_params, agent.random_target_params)  # never trained
     assert not same_tree(before.predictor_params, agent.predictor_params)
     # It can only fit the targets' mean (a random one each step), so the loss falls towards
     # their spread, not to 0.
     assert np.mean(losses[-20:]) < 0.5 * np.mean(losses[:20])
-
-    from mjx_pbac.drnd import ReLUMLP
 
     network = ReLUMLP(config.predictor_hidden_sizes, config.embedding_size)
 
@@ -158,13 +160,13 @@ def test_targets_fixed_predictor_distils_and_seen_pairs_become_less_novel():
 
 def test_predictor_lr_moves_only_the_predictor():
     env = CountingEnv()
-    algorithm = make_drnd(SMALL, env.observation_size, env.action_size)
+    algorithm = drnd.make(SMALL, env.observation_size, env.action_size)
     update = jax.jit(algorithm.update)
     batch = value_batch([1.0, 2.0, 3.0])
     results = []
     for lr in (1e-4, 1e-1):
-        agent = algorithm.init(jax.random.key(0), DRNDHyper.of(dataclasses.replace(SMALL, predictor_lr=lr)))
-        results.append(update(agent, batch, jax.random.key(1), jp.asarray(0))[0])
+        agent = algorithm.init(jax.random.key(0), dataclasses.replace(SMALL, predictor_lr=lr))
+        results.append(update(agent, batch, jax.random.key(1), None)[0])
     slow, fast = results
     assert not same_tree(slow.predictor_params, fast.predictor_params)
     for name in ("critic_params", "target_critic_params", "actor_params", "log_alpha", "random_target_params"):
@@ -178,14 +180,14 @@ def test_sign_is_swept_by_name_in_one_program():
     config = RunConfig(train=TrainConfig(env="chain", sweep=("sign=penalty,bonus",)), algo="drnd")
     members = expand_members(config)
     assert [m.label for m in members] == ["drnd sign=penalty", "drnd sign=bonus"]
-    assert [float(DRNDHyper.of(m.config).sign) for m in members] == [-1.0, 1.0]
+    assert [float(traced(m.config).sign) for m in members] == [-1.0, 1.0]
     with pytest.raises(ValueError, match="expected one of"):
         expand_members(dataclasses.replace(config, train=TrainConfig(env="chain", sweep=("sign=up",))))
 
 
 def test_default_is_the_reference_pipelines_penalty():
-    assert DRNDConfig().sign == "penalty" and float(DRNDHyper.of(DRNDConfig()).sign) == -1.0
-    assert (DRNDConfig().num_targets, DRNDConfig().embedding_size, DRNDConfig().predictor_lr) == (10, 32, 1e-4)
-    assert DRNDConfig().predictor_hidden_sizes == (256, 256, 256, 256)
+    assert drnd.Config().sign == "penalty" and float(traced(drnd.Config()).sign) == -1.0
+    assert (drnd.Config().num_targets, drnd.Config().embedding_size, drnd.Config().predictor_lr) == (10, 32, 1e-4)
+    assert drnd.Config().predictor_hidden_sizes == (256, 256, 256, 256)
     with pytest.raises(ValueError, match="num_targets"):
-        DRNDConfig(num_targets=1)
+        drnd.Config(num_targets=1)

@@ -22,7 +22,8 @@ import pytest
 import train as cli
 from mjx_pbac import checkpoint, config as config_module, lifecycle, runner
 from mjx_pbac.report import write_report
-from tests.test_runs import _final_arrays, _records, _tiny_chain, _wrap_train_chunk
+from tests.test_checkpoint import _damage
+from tests.test_runner import _final_arrays, _records, _tiny_chain, _wrap_train_chunk
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -57,6 +58,7 @@ def _copy(run_dir: Path, to: Path) -> Path:
 # -- the lock ---------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_held_run_directory_refuses_a_second_run_and_resume_naming_the_holder(tmp_path, finished_run):
     run_dir = tmp_path / "held"
     run_dir.mkdir()
@@ -118,6 +120,7 @@ def test_two_runs_started_at_once_in_one_directory_one_is_refused(tmp_path):
 # -- statuses and exit codes --------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_sigterm_checkpoints_after_the_chunk_and_exits_75(tmp_path, monkeypatch, finished_run):
     def terminate_in_second(call, state, metrics):
         if call == 2:
@@ -153,7 +156,7 @@ def test_a_second_sigterm_stops_at_once_during_a_long_chunk(tmp_path):
         sys.path.insert(0, {str(ROOT)!r})
         import train
         from mjx_pbac import runner
-        from tests.test_runs import _tiny_chain
+        from tests.test_runner import _tiny_chain
         real = runner.build
         def build(config, donate=True):
             built = real(config, donate)
@@ -179,6 +182,7 @@ def test_a_second_sigterm_stops_at_once_during_a_long_chunk(tmp_path):
     assert not lifecycle.is_locked(run_dir)
 
 
+@pytest.mark.slow
 def test_an_error_during_training_is_recorded_as_failed_and_reported(tmp_path, monkeypatch, finished_run):
     def out_of_memory(call, state, metrics):
         if call == 2:
@@ -200,6 +204,7 @@ def test_an_error_during_training_is_recorded_as_failed_and_reported(tmp_path, m
     assert "†" in markdown and f"{run_dir} is failed, not finished" in markdown
 
 
+@pytest.mark.slow
 def test_the_exit_code_says_how_a_run_ended(tmp_path, monkeypatch):
     def poison(call, state, metrics):
         return state, dict(metrics, critic_loss=metrics["critic_loss"] * np.nan)
@@ -215,43 +220,7 @@ def test_the_exit_code_says_how_a_run_ended(tmp_path, monkeypatch):
 # -- resume: damaged checkpoints, damaged or edited config --------------------------------------
 
 
-def _damage(path: Path, how: str) -> None:
-    data = path.read_bytes()
-    if how == "truncated":
-        path.write_bytes(data[: len(data) // 2])
-    elif how == "empty":
-        path.write_bytes(b"")
-    elif how == "garbage":
-        path.write_bytes(os.urandom(len(data)))
-    elif how == "flipped":  # one byte inside the arrays: the zip still opens, the CRC-32 catches it
-        with np.load(path) as npz:
-            biggest = max((name for name in npz.files if name != "__metadata__"), key=lambda n: npz[n].nbytes)
-            raw = npz[biggest].tobytes()
-        at = data.find(raw)
-        assert at > 0
-        flipped = bytearray(data)
-        flipped[at + len(raw) // 2] ^= 0xFF
-        path.write_bytes(bytes(flipped))
-
-
-@pytest.mark.parametrize("how", ["truncated", "empty", "garbage", "flipped"])
-def test_restore_falls_back_to_the_newest_checkpoint_that_verifies(tmp_path, how):
-    state = {"w": np.arange(1000, dtype=np.float32), "n": np.int32(3)}
-    for step in (1, 2, 3):
-        checkpoint.save(tmp_path, {"w": state["w"] * step, "n": np.int32(step)}, env_steps=step, metadata={"chunk": step}, keep=5)
-    newest = tmp_path / "step_000000003.npz"
-    _damage(newest, how)
-    warnings = []
-    restored, metadata, path = checkpoint.restore_newest(tmp_path, state, warn=warnings.append)
-    assert path.name == "step_000000002.npz" and metadata["chunk"] == 2
-    np.testing.assert_array_equal(restored["w"], state["w"] * 2)
-    assert len(warnings) == 1 and "step_000000003.npz" in warnings[0] and "kept as step_000000003.npz.damaged" in warnings[0]
-    assert (tmp_path / "step_000000003.npz.damaged").is_file() and not newest.exists()
-    for path in checkpoint.list_checkpoints(tmp_path):
-        _damage(path, "truncated")
-    assert checkpoint.restore_newest(tmp_path, state, warn=warnings.append) is None
-
-
+@pytest.mark.slow
 def test_resume_past_a_damaged_checkpoint_reproduces_the_uninterrupted_run(tmp_path, finished_run):
     run_dir = _copy(finished_run, tmp_path / "damaged")
     _damage(run_dir / "checkpoints" / "step_000004000.npz", "truncated")
@@ -273,6 +242,7 @@ def test_resume_past_a_damaged_checkpoint_reproduces_the_uninterrupted_run(tmp_p
     (lambda text: text.replace('"num_critics": 5', '"num_critics": "five"'), "holds an invalid config"),
     (lambda text: text.replace('"total_steps": 4000', '"total_steps": 8000'), "was edited since the run started"),
 ])
+@pytest.mark.slow
 def test_resume_refuses_a_damaged_or_edited_config_in_one_line(tmp_path, finished_run, damage, message):
     run_dir = _copy(finished_run, tmp_path / "edited")
     path = run_dir / "config.json"
@@ -285,6 +255,7 @@ def test_resume_refuses_a_damaged_or_edited_config_in_one_line(tmp_path, finishe
     assert (run_dir / "summary.json").read_text() == before  # a refusal changes nothing
 
 
+@pytest.mark.slow
 def test_more_steps_on_resume_only_through_the_option_and_recorded(tmp_path, finished_run):
     run_dir = _copy(finished_run, tmp_path / "longer")
     code, err = _cli(["--resume", str(run_dir), "--train.total-steps", "5000", "--train.progress", "False"])
@@ -301,6 +272,7 @@ def test_more_steps_on_resume_only_through_the_option_and_recorded(tmp_path, fin
     assert code == 2 and "--train.batch-size cannot change on resume (changeable: --train.total-steps" in _one_line_error(err)
 
 
+@pytest.mark.slow
 def test_a_checkpoint_of_other_settings_is_refused_on_resume(tmp_path, finished_run):
     run_dir = _copy(finished_run, tmp_path / "swapped")
     for name in ("config.json",):
@@ -312,6 +284,7 @@ def test_a_checkpoint_of_other_settings_is_refused_on_resume(tmp_path, finished_
     assert code == 2 and "was written with other settings than" in _one_line_error(err) and "pbac.bootstrap_rate" in err
 
 
+@pytest.mark.slow
 def test_a_run_that_failed_before_its_first_checkpoint_starts_again_on_resume(tmp_path, monkeypatch, finished_run):
     def fail_at_once(call, state, metrics):
         raise RuntimeError("planted: failed in set-up")
@@ -384,6 +357,7 @@ def test_a_read_only_parent_is_one_line(tmp_path):
     assert code == 2 and "Permission denied" in _one_line_error(err)
 
 
+@pytest.mark.slow
 def test_report_out_an_existing_file_and_resume_of_a_file_are_one_line(tmp_path, finished_run):
     (tmp_path / "file").write_text("x")
     code, err = _cli(["report", str(finished_run), "--out", str(tmp_path / "file")])
@@ -416,6 +390,7 @@ def test_out_of_range_and_non_finite_values_are_refused_before_anything_is_writt
     assert not run_dir.exists()
 
 
+@pytest.mark.slow
 def test_a_full_disk_fails_the_run_cleanly_and_keeps_the_earlier_checkpoints(tmp_path, monkeypatch):
     import errno
 

@@ -24,7 +24,7 @@ LOCOMOTION = [
     "humanoid_very_delayed",
 ]
 SIZES = {"ant": (27, 8), "hopper": (11, 3), "humanoid": (376, 17)}
-CFRC_EXT = {"humanoid": 14 * 6}  # trailing cfrc_ext block, zeros by SPEC 1.1
+CFRC_EXT = {"humanoid": 14 * 6}  # trailing cfrc_ext block, zeros as in v4 (README "Design decisions")
 
 
 def _jitted(env):
@@ -32,6 +32,7 @@ def _jitted(env):
 
 
 @pytest.mark.parametrize("name", LOCOMOTION)
+@pytest.mark.slow
 def test_observation_reward_termination_equal_gymnasium_v4(name):
     env = envs.make(name)
     robot = robot_of(name)
@@ -51,7 +52,7 @@ def test_observation_reward_termination_equal_gymnasium_v4(name):
         if c is None:
             expected = tr.reward
         else:
-            # Gymnasium has no delayed variant: the SPEC formula on Gymnasium's state.
+            # Gymnasium has no delayed variant: the paper's r_delayed (appendix "MuJoCo", Table 3) on Gymnasium's state.
             expected = float(tr.data.qpos[0] >= c) * tr.data.qvel[0] - w * np.sum(tr.action**2)
         np.testing.assert_allclose(float(reward(prev, cur, tr.action)), expected, rtol=1e-5, atol=2e-4)
 
@@ -101,6 +102,7 @@ def test_termination_matches_gymnasium_at_health_boundaries(robot):
 
 
 @pytest.mark.parametrize("robot", ["ant", "hopper", "humanoid"])
+@pytest.mark.slow
 def test_reset_noise_as_specified(robot):
     env = envs.make(robot)
     scale = env.config.reset_noise_scale

@@ -1,4 +1,5 @@
-"""PBAC's losses (SPEC 2.2, 2.3): hand-worked values, gradients, switches and shape checks.
+"""PBAC's losses (paper section 3.2, Eq. (critic_loss); section 3.3, the actor): hand-worked values,
+gradients, switches and shape checks.
 
 Every expected number below is worked out by hand in the comments (fractions, then `math.log`
 for the logarithms); nothing re-implements the loss.

@@ -106,9 +106,9 @@ def test_a_million_seeds_are_refused_without_building_members(monkeypatch):
     monkeypatch.setattr(runner, "expand_members", refuse)
     member_inputs = loop.member_inputs
 
-    def one_member(algorithm, members, tasks=None):
+    def one_member(members, tasks=None):
         assert len(members) == 1, "nothing may be stacked over the members"
-        return member_inputs(algorithm, members, tasks)
+        return member_inputs(members, tasks)
 
     monkeypatch.setattr(loop, "member_inputs", one_member)
     config = _config(num_seeds=10**6)
@@ -177,6 +177,7 @@ def test_checkpoint_file_size_is_bounded(tmp_path):
 
 
 @pytest.mark.parametrize("algo", ["pbac", "drnd"])
+@pytest.mark.slow
 def test_working_sets_bound_what_xla_uses(algo):
     """The training chunk's and evaluation's estimates against XLA's own count of the compiled
     programs' temporaries (CPU)."""

@@ -1,5 +1,5 @@
-"""PBAC's networks (SPEC 2.1): MLP structure and init, CReLU, critic ensemble, actor heads and
-the squashed Gaussian's density (cross-checked against scipy in float64)."""
+"""PBAC's networks (paper Tables 7 and 8): MLP structure and init, CReLU, critic ensemble, actor
+heads and the squashed Gaussian's density (cross-checked against scipy in float64)."""
 
 from __future__ import annotations
 
@@ -112,6 +112,7 @@ def member(params, k):
     return jax.tree.map(lambda p: p[k], params)
 
 
+@pytest.mark.slow
 def test_critic_ensemble_shapes_and_independent_members():
     ensemble = make_critic_ensemble(K, SMALL)
     obs, action, _ = critic_inputs()

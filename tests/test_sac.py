@@ -1,5 +1,7 @@
-"""SAC baseline (SPEC 3): Huber TD loss by hand, min-over-critics targets that bootstrap through
-truncation only, each loss moving only its own parameters, and a short run through the shared loop.
+"""SAC baseline (`mjx_pbac.algos.sac`; paper appendix "Hyperparameters and architectures": the
+Huber loss for every baseline): Huber TD loss by hand, min-over-critics targets that bootstrap
+through truncation only, each loss moving only its own parameters, and a short run through the
+shared loop.
 
 Expected numbers are worked out by hand in the comments; nothing re-implements the losses.
 """
@@ -16,12 +18,13 @@ import optax
 import pytest
 
 import envs
-from mjx_pbac.config import SACConfig, TrainConfig
+from mjx_pbac.algos import sac
+from mjx_pbac.algos.sac import huber, sac_critic_loss, sac_targets
+from mjx_pbac.config import TrainConfig
 from mjx_pbac.loop import make_trainer, member_inputs
-from mjx_pbac.sac import SACHyper, huber, make_sac, sac_critic_loss, sac_targets
 from tests.probe_envs import CountingEnv, value_batch, same_tree
 
-SMALL = SACConfig(hidden_sizes=(8,))
+SMALL = sac.Config(hidden_sizes=(8,))
 
 
 
@@ -122,9 +125,9 @@ def _constant_target_critics(params, values):
 def test_update_targets_min_over_target_critics_bootstrap_through_truncation_not_termination():
     env = CountingEnv()
     config = dataclasses.replace(SMALL, gamma=0.5)
-    algorithm = make_sac(config, env.observation_size, env.action_size)
+    algorithm = sac.make(config, env.observation_size, env.action_size)
     update = jax.jit(algorithm.update)  # one compile serves both calls (eager dispatch is slower)
-    agent = algorithm.init(jax.random.key(0))
+    agent = algorithm.init(jax.random.key(0), config)
     # Target critics 3 and -2 everywhere; alpha = e^-100 ~ 0 so the entropy term vanishes.
     agent = agent.replace(
         target_critic_params=_constant_target_critics(agent.target_critic_params, [3.0, -2.0]),
@@ -133,31 +136,33 @@ def test_update_targets_min_over_target_critics_bootstrap_through_truncation_not
     batch = value_batch([1.0, 2.0, 3.0]).replace(
         terminated=jp.array([1.0, 0.0, 0.0]), truncated=jp.array([0.0, 1.0, 0.0])
     )
-    _, metrics = update(agent, batch, jax.random.key(1), jp.asarray(0))
+    _, metrics = update(agent, batch, jax.random.key(1), None)
     # min(3, -2) = -2:  y = [1 (terminated), 2 + 1/2 (-2) = 1 (truncated), 3 + 1/2 (-2) = 2]
     # mean 4/3. (The max, 3, would give (1 + 3.5 + 4.5)/3 = 3; the mean, 1/2, (1 + 2.25 + 3.25)/3 = 13/6.)
     assert float(metrics["target_mean"]) == pytest.approx(4.0 / 3.0, abs=1e-5)
 
     # Every row terminated: y = r exactly, whatever the critics, the policy and alpha.
-    fresh = algorithm.init(jax.random.key(0))
+    fresh = algorithm.init(jax.random.key(0), config)
     terminated = value_batch([1.0, 2.0, 3.0]).replace(terminated=jp.ones(3), truncated=jp.zeros(3))
-    _, metrics = update(fresh, terminated, jax.random.key(1), jp.asarray(0))
+    _, metrics = update(fresh, terminated, jax.random.key(1), None)
     assert float(metrics["target_mean"]) == pytest.approx(2.0, abs=1e-6)
 
 
 # -- acting ---------------------------------------------------------------------------------
 
 
-def test_one_head_act_ignores_active_head_and_eval_is_deterministic():
+def test_acting_needs_no_state_and_eval_is_deterministic():
     env = CountingEnv()
-    algorithm = make_sac(SMALL, env.observation_size, env.action_size)
-    assert algorithm.num_heads == 1
-    agent = algorithm.init(jax.random.key(0))
+    algorithm = sac.make(SMALL, env.observation_size, env.action_size)
+    assert algorithm.acting.init(jax.random.key(0), SMALL, 3) is None  # one head: nothing to keep
+    assert algorithm.acting.update_context is None
+    agent = algorithm.init(jax.random.key(0), SMALL)
     obs = jp.array([[0.0, 0.0], [1.0, -1.0], [2.0, 0.5]])
     key = jax.random.key(3)
-    action = algorithm.act(agent, obs, jp.zeros(3, jp.int32), key)
+    action = algorithm.act(agent, None, obs, key)
     chex.assert_shape(action, (3, 1))
-    np.testing.assert_array_equal(action, algorithm.act(agent, obs, jp.array([0, 5, 7], jp.int32), key))
+    np.testing.assert_array_equal(action, algorithm.act(agent, None, obs, key))
+    assert not np.array_equal(action, algorithm.act(agent, None, obs, jax.random.key(4)))  # sampled
     assert np.all(np.abs(action) <= 1.0)
     eval_action = algorithm.eval_act(agent, obs)
     chex.assert_shape(eval_action, (3, 1))
@@ -165,10 +170,13 @@ def test_one_head_act_ignores_active_head_and_eval_is_deterministic():
     assert not np.array_equal(action, eval_action)  # a sample, not the mode
 
 
-def test_hyper_holds_the_sweepable_knobs_of_the_config():
-    hyper = SACHyper.of(dataclasses.replace(SMALL, tau=0.01, critic_lr=1e-3))
-    assert float(hyper.tau) == pytest.approx(0.01) and float(hyper.critic_lr) == pytest.approx(1e-3)
-    assert float(hyper.actor_lr) == pytest.approx(3e-4) and float(hyper.alpha_lr) == pytest.approx(3e-4)
+def test_state_holds_the_members_config_and_its_learning_rates():
+    config = dataclasses.replace(SMALL, tau=0.01, critic_lr=1e-3)
+    agent = sac.make(config, 2, 1).init(jax.random.key(0), config)
+    assert float(agent.config.tau) == pytest.approx(0.01) and float(agent.config.critic_lr) == pytest.approx(1e-3)
+    assert float(agent.config.actor_lr) == pytest.approx(3e-4) and float(agent.config.alpha_lr) == pytest.approx(3e-4)
+    assert float(agent.critic_opt_state.hyperparams["learning_rate"]) == pytest.approx(1e-3)
+    assert float(agent.actor_opt_state.hyperparams["learning_rate"]) == pytest.approx(3e-4)
 
 
 # -- which loss moves what ------------------------------------------------------------------
@@ -182,12 +190,12 @@ def test_each_loss_moves_only_its_own_parameters():
     env = CountingEnv()
     batch = value_batch([1.0, 2.0, 3.0, 4.0])
 
-    algorithm = make_sac(SMALL, env.observation_size, env.action_size)
-    update = jax.jit(algorithm.update)  # learning rates are traced (SACHyper): one compile for all
+    algorithm = sac.make(SMALL, env.observation_size, env.action_size)
+    update = jax.jit(algorithm.update)  # learning rates are traced knobs: one compile for all
 
     def updated(**lrs):
-        agent = algorithm.init(jax.random.key(0), SACHyper.of(dataclasses.replace(SMALL, **lrs)))
-        new, _ = update(agent, batch, jax.random.key(1), jp.asarray(0))
+        agent = algorithm.init(jax.random.key(0), dataclasses.replace(SMALL, **lrs))
+        new, _ = update(agent, batch, jax.random.key(1), None)
         return agent, new
 
     before, base = updated()
@@ -207,15 +215,16 @@ def test_each_loss_moves_only_its_own_parameters():
 # -- through the shared loop ----------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_short_chain_run_is_finite_and_seeds_differ():
     env = envs.make("chain")
     train = TrainConfig(
         env="chain", total_steps=200, num_envs=1, batch_size=16, updates_per_step=1, buffer_size=400,
         warmup_steps=100, chunk_steps=100, eval_interval=100, eval_episodes=2, checkpoint_interval=100,
     )
-    algorithm = make_sac(SMALL, env.observation_size, env.action_size)
+    algorithm = sac.make(SMALL, env.observation_size, env.action_size)
     trainer = make_trainer(train, env, algorithm)
-    state = trainer.init(*member_inputs(algorithm, [(0, SMALL), (1, SMALL)]))  # SACConfig: PSR 1
+    state = trainer.init(*member_inputs([(0, SMALL), (1, SMALL)]))
     state, _ = trainer.warmup_chunk(state)
     state, metrics = trainer.train_chunk(state)
     assert set(metrics) >= {
@@ -224,7 +233,7 @@ def test_short_chain_run_is_finite_and_seeds_differ():
     }
     for name, value in metrics.items():
         assert np.all(np.isfinite(np.asarray(value))), name
-    np.testing.assert_array_equal(state.active_head, 0)
+    assert state.acting is None  # SAC keeps no acting state
     assert int(state.updates[0]) == 100
     returns = trainer.evaluate(state)["returns"]
     chex.assert_shape(returns, (2, 2))

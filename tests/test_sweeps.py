@@ -50,6 +50,7 @@ def three_seeds():
     return _trained(_config(seed=0, num_seeds=3))
 
 
+@pytest.mark.slow
 def test_vmapped_seeds_are_independent(three_seeds):
     state = three_seeds
     for name, tree in [("critic", state.agent.critic_params), ("actor", state.agent.actor_params)]:
@@ -66,6 +67,7 @@ def test_vmapped_seeds_are_independent(three_seeds):
     assert _max_difference(_member(shifted.buffer, 0), _member(state.buffer, 1)) == 0.0
 
 
+@pytest.mark.slow
 def test_one_seed_in_a_vmapped_run_matches_it_trained_alone(three_seeds):
     """Identical initialisation, data and randomness; after 100 gradient steps the parameters
     agree to float32 rounding (XLA's batched matrix products round differently from unbatched
@@ -90,13 +92,14 @@ def test_sweep_members_carry_their_own_hyperparameters():
     assert [m.seed for m in members] == [4, 5] * 4
     assert members[5].overrides == {"pbac.bootstrap_rate": 0.3, "pbac.posterior_sampling_rate": 1}
     state = runner.build(config).init_state()
-    np.testing.assert_allclose(state.agent.hyper.bootstrap_rate, [0.01] * 4 + [0.3] * 4)
-    np.testing.assert_array_equal(state.posterior_sampling_rate, [1, 1, 10, 10] * 2)
-    np.testing.assert_allclose(state.agent.hyper.prior_variance, 1.0)  # not swept: the profile's
+    np.testing.assert_allclose(state.agent.config.bootstrap_rate, [0.01] * 4 + [0.3] * 4)
+    np.testing.assert_array_equal(state.acting.posterior_sampling_rate, [1, 1, 10, 10] * 2)
+    np.testing.assert_allclose(state.agent.config.prior_variance, 1.0)  # not swept: the profile's
     # The same seed starts from the same parameters at every sweep point.
     assert _max_difference(_member(state.agent.critic_params, 0), _member(state.agent.critic_params, 6)) == 0.0
 
 
+@pytest.mark.slow
 def test_a_sweep_point_trains_as_its_value_says():
     """The member with bootstrap_rate 0.3 is the same whether the grid lists 0.3 first or last,
     and differs from the member with 0.01: the traced value, not the profile's, drives it."""
@@ -133,6 +136,7 @@ def test_non_finite_metrics_names_the_members():
     assert non_finite_metrics(metrics) == {"critic_loss": [1], "visit/x": [1]}
 
 
+@pytest.mark.slow
 def test_seeds_and_sweep_from_the_command_line_then_a_report(tmp_path, capsys):
     run_dir = tmp_path / "sweep"
     cli.main([

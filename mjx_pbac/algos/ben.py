@@ -1,9 +1,9 @@
 """BEN (Fellows et al. 2024, Bayesian exploration networks) in the paper's Bayesian deep-ensemble
-version (its appendix "BEN"; SPEC 3), as an `Algorithm`.
+version (appendix "Baselines").
 
 Shapes: K critics in all, M = K - 1 heteroscedastic ones, B samples of the minibatch.
 
-Networks: PBAC's critic MLP (SPEC 2.1) with two outputs for each of the M heteroscedastic critics,
+Networks: PBAC's critic MLP (paper Table 8) with two outputs for each of the M heteroscedastic critics,
 a mean m_k(s, a) and a log-variance l_k(s, a) (softly bounded to [-10, 10]); one deterministic
 critic Q(s, a) of the same MLP with one output; one deterministic tanh actor pi(s).
 
@@ -24,8 +24,8 @@ Bernoulli(1 - kappa) drawn per gradient step. A terminal transition has v_t = 0;
 1e-6 inside the log only, which shifts the loss by a constant and leaves its gradient unchanged.
 
 The reference code feeds a variance where this KL expects a log-variance and drops the 1/2; here
-the formula above is implemented as written (SPEC 3), and tests check it against numerical
-integration of the KL.
+the formula above is implemented as written (README "Design decisions", Baselines), and tests
+check it against numerical integration of the KL.
 
 Deterministic critic: regressed on the ensemble's mean at the replay pair, which gets no gradient:
 
@@ -43,18 +43,63 @@ critic has no target network: nothing bootstraps from it).
 
 from __future__ import annotations
 
-
 import jax
 import jax.numpy as jp
 import optax
 from flax import struct
 
-from mjx_pbac.algorithm import Algorithm, traced_hyperparams, update_metrics
-from mjx_pbac.config import BENConfig
+from mjx_pbac.algos.base import (
+    Algorithm,
+    adam_state,
+    algorithm_config,
+    gradient_step,
+    knob,
+    make_algorithm,
+    polyak,
+    traced,
+    update_metrics,
+)
 from mjx_pbac.losses import huber
 from mjx_pbac.networks import make_actor, make_critic_ensemble
-from mjx_pbac.optim import adam, adam_step, polyak
 from mjx_pbac.replay import Transition
+from mjx_pbac.schema import check_actor_critic, check_numbers, check_positive, require
+
+
+@algorithm_config
+class Config:
+    """BEN as the paper's Bayesian deep-ensemble version: K - 1 heteroscedastic critics (mean,
+    log-variance) fitted to a Gaussian Bellman target by a KL with bootstrap masks, and one
+    deterministic critic regressed on their detached mean that alone trains a deterministic actor,
+    which explores with N(0, action_noise^2) action noise."""
+
+    num_critics: int = 10
+    """K: K - 1 heteroscedastic critics plus the one deterministic critic."""
+    hidden_sizes: tuple[int, ...] = (256, 256)
+    """Widths of the Dense layers of every MLP (LayerNorm + CReLU after each)."""
+    gamma: float = 0.99
+    """Discount factor."""
+    tau: float = knob(0.005)
+    """Polyak rate of the heteroscedastic target critics."""
+    bootstrap_rate: float = knob(0.05)
+    """kappa: each (critic, sample) pair of the ensemble's KL is masked out with this probability."""
+    action_noise: float = knob(0.1)
+    """Standard deviation of the Gaussian noise added to the actor's action when exploring."""
+    huber_delta: float = 1.0
+    """Huber threshold of the deterministic critic's regression on the ensemble mean."""
+    critic_lr: float = knob(3e-4)
+    """Adam learning rate of the critics (the ensemble and the deterministic one)."""
+    actor_lr: float = knob(3e-4)
+    """Adam learning rate of the actor."""
+
+    def __post_init__(self) -> None:
+        check_numbers(self)
+        require(self.num_critics >= 2, f"num_critics must be >= 2 (K - 1 heteroscedastic + 1 deterministic), got {self.num_critics}")
+        check_actor_critic(self)
+        require(0.0 <= self.bootstrap_rate < 1.0, f"bootstrap_rate must lie in [0, 1), got {self.bootstrap_rate}")
+        require(self.action_noise >= 0, f"action_noise must be >= 0, got {self.action_noise}")
+        require(self.huber_delta > 0, f"huber_delta must be > 0, got {self.huber_delta}")
+        check_positive(self, "critic_lr", "actor_lr")
+
 
 LOG_VAR_MIN, LOG_VAR_MAX = -10.0, 10.0
 TARGET_VARIANCE_FLOOR = 1e-6
@@ -110,24 +155,9 @@ def deterministic_critic_loss(q: jax.Array, ensemble_mean: jax.Array, *, huber_d
 
 
 @struct.dataclass
-class BENHyper:
-    """The numeric knobs that may differ between members of one vmapped run (a sweep): traced
-    scalars, so one compiled program serves every value."""
-
-    bootstrap_rate: jax.Array
-    action_noise: jax.Array
-    tau: jax.Array
-    critic_lr: jax.Array
-    actor_lr: jax.Array
-
-    @classmethod
-    def of(cls, config: BENConfig) -> "BENHyper":
-        return traced_hyperparams(cls, config)
-
-
-@struct.dataclass
-class BENState:
-    hyper: BENHyper
+class State:
+    config: Config
+    """This member's config (knobs traced)."""
     critic_params: dict
     """{"ensemble": M heteroscedastic critics (leading axis M), "deterministic": the one critic
     (leading axis 1)}; one Adam state covers both."""
@@ -138,12 +168,11 @@ class BENState:
     actor_opt_state: optax.OptState
 
 
-def make_ben(config: BENConfig, obs_size: int, action_size: int) -> Algorithm:
+def make(config: Config, obs_size: int, action_size: int) -> Algorithm:
     num_ensemble = config.num_critics - 1
     ensemble = make_critic_ensemble(num_ensemble, config.hidden_sizes, outputs=2)
     deterministic = make_critic_ensemble(1, config.hidden_sizes)
     actor = make_actor(1, config.hidden_sizes, action_size, deterministic=True)
-    critic_opt = actor_opt = adam()
 
     def moments(params, obs, action):
         """(mean, log_var) [M, B] of the heteroscedastic critics."""
@@ -153,8 +182,8 @@ def make_ben(config: BENConfig, obs_size: int, action_size: int) -> Algorithm:
     def policy(params, obs):
         return jp.tanh(actor.apply(params, obs)[0][0])  # [B, A]
 
-    def init(key: jax.Array, hyper: BENHyper | None = None) -> BENState:
-        hyper = BENHyper.of(config) if hyper is None else hyper
+    def init(key: jax.Array, member: Config) -> State:
+        member = traced(member)
         ensemble_key, deterministic_key, actor_key = jax.random.split(key, 3)
         obs, action = jp.zeros((1, obs_size)), jp.zeros((1, action_size))
         critic_params = {
@@ -162,33 +191,31 @@ def make_ben(config: BENConfig, obs_size: int, action_size: int) -> Algorithm:
             "deterministic": deterministic.init(deterministic_key, obs, action),
         }
         actor_params = actor.init(actor_key, obs)
-        return BENState(
-            hyper=hyper,
+        return State(
+            config=member,
             critic_params=critic_params,
             target_ensemble_params=jax.tree.map(jp.copy, critic_params["ensemble"]),
             actor_params=actor_params,
-            critic_opt_state=critic_opt.init(critic_params),
-            actor_opt_state=actor_opt.init(actor_params),
+            critic_opt_state=adam_state(critic_params, member.critic_lr),
+            actor_opt_state=adam_state(actor_params, member.actor_lr),
         )
 
-    def act(state: BENState, obs: jax.Array, active_head: jax.Array, key: jax.Array) -> jax.Array:
-        del active_head  # one actor
+    def act(state: State, obs: jax.Array, key: jax.Array) -> jax.Array:
         action = policy(state.actor_params, obs)
-        noise = state.hyper.action_noise * jax.random.normal(key, action.shape, action.dtype)
+        noise = state.config.action_noise * jax.random.normal(key, action.shape, action.dtype)
         return jp.clip(action + noise, -1.0, 1.0)
 
-    def eval_act(state: BENState, obs: jax.Array) -> jax.Array:
+    def eval_act(state: State, obs: jax.Array) -> jax.Array:
         return policy(state.actor_params, obs)
 
-    def update(state: BENState, batch: Transition, key: jax.Array, target_head: jax.Array):
-        del target_head  # one actor
-        hyper = state.hyper
+    def update(state: State, batch: Transition, key: jax.Array):
+        config = state.config
 
         # 1. critics: the ensemble's KL to its Gaussian Bellman target, the deterministic critic
         #    regressed on the ensemble's (detached) mean
         next_mean, next_log_var = moments(state.target_ensemble_params, batch.next_obs, policy(state.actor_params, batch.next_obs))
         target_mean, target_var = ben_targets(batch.reward, batch.terminated, next_mean, next_log_var, gamma=config.gamma)
-        mask = jax.random.bernoulli(key, 1.0 - hyper.bootstrap_rate, target_mean.shape)
+        mask = jax.random.bernoulli(key, 1.0 - config.bootstrap_rate, target_mean.shape)
 
         def critic_objective(params):
             mean, log_var = moments(params["ensemble"], batch.obs, batch.action)
@@ -197,25 +224,22 @@ def make_ben(config: BENConfig, obs_size: int, action_size: int) -> Algorithm:
             q_loss = deterministic_critic_loss(q, jp.mean(mean, axis=0), huber_delta=config.huber_delta)
             return kl_loss + q_loss, {**aux, "kl": kl_loss, "deterministic_loss": q_loss, "deterministic_q_mean": jp.mean(q)}
 
-        (critic_value, critic_aux), critic_grads = jax.value_and_grad(critic_objective, has_aux=True)(state.critic_params)
-        critic_params, critic_opt_state = adam_step(
-            critic_opt, critic_grads, state.critic_opt_state, state.critic_params, hyper.critic_lr
+        critic_params, critic_opt_state, critic_value, critic_aux = gradient_step(
+            critic_objective, state.critic_params, state.critic_opt_state
         )
 
         # 2. actor: maximise the (just updated) deterministic critic
         def actor_objective(params):
-            return -jp.mean(deterministic.apply(critic_params["deterministic"], batch.obs, policy(params, batch.obs)))
+            return -jp.mean(deterministic.apply(critic_params["deterministic"], batch.obs, policy(params, batch.obs))), None
 
-        actor_value, actor_grads = jax.value_and_grad(actor_objective)(state.actor_params)
-        actor_params, actor_opt_state = adam_step(
-            actor_opt, actor_grads, state.actor_opt_state, state.actor_params, hyper.actor_lr
+        actor_params, actor_opt_state, actor_value, _ = gradient_step(
+            actor_objective, state.actor_params, state.actor_opt_state
         )
 
         # 3. Polyak (heteroscedastic critics only)
-        target_ensemble_params = polyak(state.target_ensemble_params, critic_params["ensemble"], hyper.tau)
         new_state = state.replace(
             critic_params=critic_params,
-            target_ensemble_params=target_ensemble_params,
+            target_ensemble_params=polyak(state.target_ensemble_params, critic_params["ensemble"], config.tau),
             actor_params=actor_params,
             critic_opt_state=critic_opt_state,
             actor_opt_state=actor_opt_state,
@@ -223,14 +247,12 @@ def make_ben(config: BENConfig, obs_size: int, action_size: int) -> Algorithm:
         zero = jp.zeros((), critic_value.dtype)  # no entropy term: alpha and entropy report 0
         return new_state, update_metrics(critic_value, critic_aux, actor_value, zero, zero, target_mean)
 
-    def critic_values(state: BENState, obs: jax.Array, action: jax.Array) -> jax.Array:
+    def critic_values(state: State, obs: jax.Array, action: jax.Array) -> jax.Array:
         """The heteroscedastic ensemble's means [K - 1, B] (the deterministic critic is their
         regression, not a member)."""
         return moments(state.critic_params["ensemble"], obs, action)[0]
 
-    return Algorithm(
-        num_heads=1,
-        hyperparams=BENHyper.of,
+    return make_algorithm(
         init=init,
         act=act,
         eval_act=eval_act,

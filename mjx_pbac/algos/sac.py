@@ -1,4 +1,4 @@
-"""SAC as the paper's baseline (SPEC 3) as an `Algorithm`: PBAC's networks, loop and buffer with
+"""SAC, the paper's baseline (section 4; appendix "Baselines"): PBAC's networks, loop and buffer with
 K = 2 critics whose minimum forms both the targets and the actor's objective, a learned
 temperature and a Huber TD loss.
 
@@ -9,7 +9,7 @@ Targets (no gradient), with a' ~ pi(.|s'_i) and Qbar_k the Polyak-averaged targe
 
     y[i] = r_i + gamma (1 - terminated_i) (min_k Qbar_k(s'_i, a'_i) - alpha log pi(a'_i | s'_i))  [B]
 
-Truncation does not stop the bootstrap (SPEC 2.5).
+Truncation does not stop the bootstrap (README, "Design decisions").
 
 Critic loss, with q[k, i] = Q_k(s_i, a_i) at the replay action and one target shared by all K:
 
@@ -26,13 +26,13 @@ actor only):
 
     L_pi = mean_i [alpha log pi(a~_i | s_i) - min_k Q_k(s_i, a~_i)]
 
-Temperature as PBAC (SPEC 2.3): -log_alpha * mean(stop_grad(log pi + H_target)), H_target = -A.
+Temperature as PBAC's: -log_alpha * mean(stop_grad(log pi + H_target)), H_target = -A.
 Order per gradient step: critic, actor, temperature, Polyak.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable, NamedTuple
+from typing import Any, Callable
 
 import jax
 import jax.numpy as jp
@@ -40,12 +40,54 @@ import optax
 from flax import struct
 
 from mjx_pbac import losses
-from mjx_pbac.algorithm import Algorithm, traced_hyperparams, update_metrics
-from mjx_pbac.config import SACConfig
-from mjx_pbac.networks import make_actor, make_critic_ensemble, squashed_gaussian_sample
+from mjx_pbac.algos.base import (
+    Algorithm,
+    adam_state,
+    algorithm_config,
+    gradient_step,
+    knob,
+    make_algorithm,
+    polyak,
+    temperature_step,
+    traced,
+    update_metrics,
+)
 from mjx_pbac.losses import huber
-from mjx_pbac.optim import adam, adam_step, polyak, temperature_step
+from mjx_pbac.networks import make_actor, make_critic_ensemble, squashed_gaussian_sample
 from mjx_pbac.replay import Transition
+from mjx_pbac.schema import check_actor_critic, check_numbers, check_positive, require
+
+
+@algorithm_config
+class Config:
+    """SAC as the paper's baseline: K = 2 critics, the min over them for targets and actor, a
+    learned temperature, Huber TD loss; PBAC's networks and optimiser settings."""
+
+    num_critics: int = 2
+    """Critics whose minimum forms targets and the actor's objective."""
+    hidden_sizes: tuple[int, ...] = (256, 256)
+    """Widths of the Dense layers of every MLP (LayerNorm + CReLU after each)."""
+    gamma: float = 0.99
+    """Discount factor."""
+    tau: float = knob(0.005)
+    """Polyak rate of the target critics."""
+    huber_delta: float = 1.0
+    """Huber loss threshold of the TD error (the paper applied Huber to the baselines)."""
+    critic_lr: float = knob(3e-4)
+    """Adam learning rate of the critics."""
+    actor_lr: float = knob(3e-4)
+    """Adam learning rate of the actor."""
+    alpha_lr: float = knob(3e-4)
+    """Adam learning rate of log alpha."""
+    init_log_alpha: float = 0.0
+    """Initial log temperature."""
+
+    def __post_init__(self) -> None:
+        check_numbers(self)  # a subclass's own fields too (DRND's)
+        require(self.num_critics >= 1, f"num_critics must be >= 1, got {self.num_critics}")
+        check_actor_critic(self)
+        require(self.huber_delta > 0, f"huber_delta must be > 0, got {self.huber_delta}")
+        check_positive(self, "critic_lr", "actor_lr", "alpha_lr")
 
 
 def sac_critic_loss(
@@ -88,24 +130,9 @@ def sac_targets(
 
 
 @struct.dataclass
-class SACHyper:
-    """The numeric knobs that may differ between members of one vmapped run (a sweep): traced
-    scalars, so one compiled program serves every value."""
-
-    tau: jax.Array
-    critic_lr: jax.Array
-    actor_lr: jax.Array
-    alpha_lr: jax.Array
-
-    @classmethod
-    def of(cls, config: SACConfig) -> "SACHyper":
-        return traced_hyperparams(cls, config)
-
-
-@struct.dataclass
-class SACState:
-    hyper: SACHyper
-    """This member's hyperparameters (see `SACHyper`)."""
+class State:
+    config: Config
+    """This member's config (knobs traced)."""
     critic_params: dict
     """K critics, leading axis K."""
     target_critic_params: dict
@@ -122,29 +149,12 @@ NextBonus = Callable[[Any, jax.Array, jax.Array], jax.Array]
 state's value in the target (no gradient); DRND passes its signed bonus."""
 
 
-class SoftActorCritic(NamedTuple):
-    """SAC's parts, for `make_sac` and for algorithms built on SAC (DRND). The state may be any
-    subclass of `SACState` (extra fields pass through `update` unchanged) and its `hyper` any
-    pytree with SACHyper's fields."""
-
-    init_fields: Callable[[jax.Array, Any], dict]
-    """init_fields(key, hyper) -> SACState's fields (parameters, targets, optimiser states)."""
-    act: Callable
-    eval_act: Callable
-    update: Callable[..., tuple[Any, dict[str, jax.Array]]]
-    """update(state, batch, key, next_bonus=None) -> (state, metrics): one critic, actor,
-    temperature and Polyak step."""
-    critic_values: Callable
-    """critic_values(state, obs, action) -> q [num_critics, B]."""
-    head_actions: Callable
-    """head_actions(state, obs) -> [1, B, a]: tanh of the policy's mean."""
-
-
-def make_soft_actor_critic(config: SACConfig, obs_size: int, action_size: int) -> SoftActorCritic:
+def make(config: Config, obs_size: int, action_size: int, next_bonus: NextBonus | None = None) -> Algorithm:
+    """SAC; with `next_bonus`, its value is added to the next state's value in the targets and its
+    mean reported as `target_bonus_mean` (how DRND builds on SAC). The state may be any
+    subclass of `State` (DRND's): `update` passes extra fields through."""
     critic = make_critic_ensemble(config.num_critics, config.hidden_sizes)
     actor = make_actor(1, config.hidden_sizes, action_size, deterministic=False)
-    # Adam without its learning rate, which comes from the member's hyperparameters at each step.
-    critic_opt = actor_opt = alpha_opt = adam()
     target_entropy = -float(action_size)
 
     def policy(params, obs, key):
@@ -152,34 +162,35 @@ def make_soft_actor_critic(config: SACConfig, obs_size: int, action_size: int) -
         mean, log_std = actor.apply(params, obs)  # each [1, B, A]
         return squashed_gaussian_sample(key, mean[0], log_std[0])
 
-    def init_fields(key: jax.Array, hyper: Any) -> dict:
+    def init(key: jax.Array, member: Config) -> State:
+        """Parameters, targets and optimiser states of a member with config `member`."""
+        member = traced(member)
         critic_key, actor_key = jax.random.split(key)
         obs, action = jp.zeros((1, obs_size)), jp.zeros((1, action_size))
         critic_params = critic.init(critic_key, obs, action)
         actor_params = actor.init(actor_key, obs)
-        log_alpha = jp.asarray(config.init_log_alpha, jp.float32)
-        return dict(
-            hyper=hyper,
+        log_alpha = jp.asarray(member.init_log_alpha, jp.float32)
+        return State(
+            config=member,
             critic_params=critic_params,
             target_critic_params=jax.tree.map(jp.copy, critic_params),
             actor_params=actor_params,
             log_alpha=log_alpha,
-            critic_opt_state=critic_opt.init(critic_params),
-            actor_opt_state=actor_opt.init(actor_params),
-            alpha_opt_state=alpha_opt.init(log_alpha),
+            critic_opt_state=adam_state(critic_params, member.critic_lr),
+            actor_opt_state=adam_state(actor_params, member.actor_lr),
+            alpha_opt_state=adam_state(log_alpha, member.alpha_lr),
         )
 
-    def act(state: SACState, obs: jax.Array, active_head: jax.Array, key: jax.Array) -> jax.Array:
-        del active_head  # one head: the loop's posterior sampling always draws head 0
+    def act(state: State, obs: jax.Array, key: jax.Array) -> jax.Array:
         action, _ = policy(state.actor_params, obs, key)
         return action
 
-    def eval_act(state: SACState, obs: jax.Array) -> jax.Array:
+    def eval_act(state: State, obs: jax.Array) -> jax.Array:
         return jp.tanh(actor.apply(state.actor_params, obs)[0][0])
 
-    def update(state: SACState, batch: Transition, key: jax.Array, next_bonus: NextBonus | None = None):
+    def update(state: State, batch: Transition, key: jax.Array):
         next_key, actor_key = jax.random.split(key)
-        hyper = state.hyper
+        config = state.config
         alpha = jp.exp(state.log_alpha)
 
         # 1. critic
@@ -194,11 +205,8 @@ def make_soft_actor_critic(config: SACConfig, obs_size: int, action_size: int) -
             q = critic.apply(params, batch.obs, batch.action)
             return sac_critic_loss(q, y, huber_delta=config.huber_delta)
 
-        (critic_value, critic_aux), critic_grads = jax.value_and_grad(critic_objective, has_aux=True)(
-            state.critic_params
-        )
-        critic_params, critic_opt_state = adam_step(
-            critic_opt, critic_grads, state.critic_opt_state, state.critic_params, hyper.critic_lr
+        critic_params, critic_opt_state, critic_value, critic_aux = gradient_step(
+            critic_objective, state.critic_params, state.critic_opt_state
         )
 
         # 2. actor against the min over the (just updated) critics
@@ -207,21 +215,17 @@ def make_soft_actor_critic(config: SACConfig, obs_size: int, action_size: int) -
             min_q = jp.min(critic.apply(critic_params, batch.obs, action), axis=0)
             return losses.soft_actor_loss(min_q, log_prob, alpha), log_prob
 
-        (actor_value, log_prob), actor_grads = jax.value_and_grad(actor_objective, has_aux=True)(state.actor_params)
-        actor_params, actor_opt_state = adam_step(
-            actor_opt, actor_grads, state.actor_opt_state, state.actor_params, hyper.actor_lr
+        actor_params, actor_opt_state, actor_value, log_prob = gradient_step(
+            actor_objective, state.actor_params, state.actor_opt_state
         )
 
         # 3. temperature
-        log_alpha, alpha_opt_state = temperature_step(
-            alpha_opt, state.alpha_opt_state, state.log_alpha, log_prob, target_entropy, hyper.alpha_lr
-        )
+        log_alpha, alpha_opt_state = temperature_step(state.log_alpha, state.alpha_opt_state, log_prob, target_entropy)
 
         # 4. Polyak
-        target_critic_params = polyak(state.target_critic_params, critic_params, hyper.tau)
         new_state = state.replace(
             critic_params=critic_params,
-            target_critic_params=target_critic_params,
+            target_critic_params=polyak(state.target_critic_params, critic_params, config.tau),
             actor_params=actor_params,
             log_alpha=log_alpha,
             critic_opt_state=critic_opt_state,
@@ -233,34 +237,11 @@ def make_soft_actor_critic(config: SACConfig, obs_size: int, action_size: int) -
             metrics["target_bonus_mean"] = jp.mean(bonus)
         return new_state, metrics
 
-    return SoftActorCritic(
-        init_fields=init_fields,
+    return make_algorithm(
+        init=init,
         act=act,
         eval_act=eval_act,
         update=update,
         critic_values=lambda state, obs, action: critic.apply(state.critic_params, obs, action),
         head_actions=lambda state, obs: eval_act(state, obs)[None],
-    )
-
-
-def make_sac(config: SACConfig, obs_size: int, action_size: int) -> Algorithm:
-    core = make_soft_actor_critic(config, obs_size, action_size)
-
-    def init(key: jax.Array, hyper: SACHyper | None = None) -> SACState:
-        """Parameters, targets and optimiser states; `hyper` defaults to the config's values."""
-        return SACState(**core.init_fields(key, SACHyper.of(config) if hyper is None else hyper))
-
-    def update(state: SACState, batch: Transition, key: jax.Array, target_head: jax.Array):
-        del target_head  # one head
-        return core.update(state, batch, key)
-
-    return Algorithm(
-        num_heads=1,
-        hyperparams=SACHyper.of,
-        init=init,
-        act=core.act,
-        eval_act=core.eval_act,
-        update=update,
-        critic_values=core.critic_values,
-        head_actions=core.head_actions,
     )

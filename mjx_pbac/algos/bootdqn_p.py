@@ -1,10 +1,11 @@
 """BootDQN-P (Osband et al. 2018, randomized prior functions) for continuous control, as the paper
-adapts it (its appendix "BootDQN-P"; SPEC 3), as an `Algorithm`.
+adapts it (appendix "Baselines"; per-task values in its table "Hyperparameters specific to
+BootDQN-P").
 
 Shapes: K ensemble members, B samples of the minibatch, o observation and a action dimensions.
 
 Critics. K trainable critics f_k and K fixed random prior networks p_k of the same shape (PBAC's
-critic MLP, SPEC 2.1; the priors are initialised from their own key and never trained: no
+critic MLP, paper Table 8; the priors are initialised from their own key and never trained: no
 optimiser state, no gradient, no Polyak averaging):
 
     Q_k(s, a)    = f_k(s, a)    + beta p_k(s, a)          beta = prior scale
@@ -12,15 +13,16 @@ optimiser state, no gradient, no Polyak averaging):
 
 The prior scale multiplies a fixed network: it sets how far apart the members start and how much
 of that disagreement survives where data is scarce. Exploration comes only from that diversity of
-the heads, through posterior sampling (SPEC 2.4): an instance acts greedily with its active head,
-with no action noise and no entropy bonus.
+the heads, through posterior sampling as PBAC's (paper section 3.3 and appendix "Baselines";
+`base.posterior_sampling`): an instance acts greedily with its active head, with no action noise
+and no entropy bonus.
 
 Actor. PBAC's shared trunk with K deterministic tanh heads, pi_k(s) = tanh(head_k(s)) [K, B, a].
 
-One gradient step, in PBAC's order (critic, actor, Polyak; SPEC 2.3):
+One gradient step, in PBAC's order (critic, actor, Polyak):
 
 1. critic: targets from target critic k at head k's action (each member bootstraps with its own
-   head, so the loop's `target_head` is unused),
+   head, so it needs no target head from the acting state),
 
        y[k, i] = r_i + gamma (1 - terminated_i) Qbar_k(s'_i, pi_k(s'_i))        [K, B]
 
@@ -42,12 +44,62 @@ import optax
 from flax import struct
 
 from mjx_pbac import losses
-from mjx_pbac.algorithm import Algorithm, traced_hyperparams, update_metrics
-from mjx_pbac.config import BootDQNPConfig
-from mjx_pbac.networks import Actor, CriticEnsemble, make_actor, make_critic_ensemble
+from mjx_pbac.algos.base import (
+    Algorithm,
+    PosteriorSampling,
+    adam_state,
+    algorithm_config,
+    gradient_step,
+    knob,
+    make_algorithm,
+    polyak,
+    posterior_sampling,
+    traced,
+    update_metrics,
+)
 from mjx_pbac.losses import huber
-from mjx_pbac.optim import adam_step, polyak
+from mjx_pbac.networks import Actor, CriticEnsemble, make_actor, make_critic_ensemble
 from mjx_pbac.replay import Transition
+from mjx_pbac.schema import check_actor_critic, check_numbers, check_positive, require
+
+
+@algorithm_config
+class Config:
+    """BootDQN-P adapted to continuous control: K critics Q_k = f_k + beta p_k with p_k a fixed
+    random prior network, a deterministic K-head actor, bootstrap masks and posterior sampling as
+    PBAC, Huber TD loss."""
+
+    num_critics: int = 10
+    """K: critics (each with its own fixed prior network) and actor heads."""
+    hidden_sizes: tuple[int, ...] = (256, 256)
+    """Widths of the Dense layers of every MLP (LayerNorm + CReLU after each)."""
+    gamma: float = 0.99
+    """Discount factor."""
+    tau: float = knob(0.005)
+    """Polyak rate of the target critics (the priors never change)."""
+    bootstrap_rate: float = knob(0.05)
+    """kappa: each (critic, sample) pair is masked out with this probability per gradient step."""
+    posterior_sampling_rate: int = knob(5)
+    """PSR: an instance redraws its active head every PSR env steps (and at every episode start)."""
+    prior_scale: float = knob(5.0)
+    """beta: weight of the fixed prior network in Q_k = f_k + beta p_k."""
+    huber_delta: float = 1.0
+    """Huber loss threshold of the TD error."""
+    critic_lr: float = knob(3e-4)
+    """Adam learning rate of the trainable critics f_k."""
+    actor_lr: float = knob(3e-4)
+    """Adam learning rate of the actor."""
+
+    def __post_init__(self) -> None:
+        check_numbers(self)
+        require(self.num_critics >= 1, f"num_critics must be >= 1, got {self.num_critics}")
+        check_actor_critic(self)
+        require(0.0 <= self.bootstrap_rate < 1.0, f"bootstrap_rate must lie in [0, 1), got {self.bootstrap_rate}")
+        require(self.posterior_sampling_rate >= 1, f"posterior_sampling_rate must be >= 1, got {self.posterior_sampling_rate}")
+        require(self.prior_scale >= 0, f"prior_scale must be >= 0, got {self.prior_scale}")
+        require(self.huber_delta > 0, f"huber_delta must be > 0, got {self.huber_delta}")
+        check_positive(self, "critic_lr", "actor_lr")
+
 
 # -- the loss -----------------------------------------------------------------------------------
 
@@ -83,7 +135,7 @@ class BootDQNPNetworks(NamedTuple):
     """Shared trunk, K deterministic tanh heads."""
 
 
-def make_bootdqn_p_networks(config: BootDQNPConfig, action_size: int) -> BootDQNPNetworks:
+def make_networks(config: "Config", action_size: int) -> BootDQNPNetworks:
     return BootDQNPNetworks(
         critic=make_critic_ensemble(config.num_critics, config.hidden_sizes),
         actor=make_actor(config.num_critics, config.hidden_sizes, action_size, deterministic=True),
@@ -91,25 +143,9 @@ def make_bootdqn_p_networks(config: BootDQNPConfig, action_size: int) -> BootDQN
 
 
 @struct.dataclass
-class BootDQNPHyper:
-    """The numeric knobs that may differ between members of one vmapped run (a sweep): traced
-    scalars, so one compiled program serves every value."""
-
-    bootstrap_rate: jax.Array
-    prior_scale: jax.Array
-    tau: jax.Array
-    critic_lr: jax.Array
-    actor_lr: jax.Array
-
-    @classmethod
-    def of(cls, config: BootDQNPConfig) -> "BootDQNPHyper":
-        return traced_hyperparams(cls, config)
-
-
-@struct.dataclass
-class BootDQNPState:
-    hyper: BootDQNPHyper
-    """This member's hyperparameters (see `BootDQNPHyper`)."""
+class State:
+    config: Config
+    """This member's config (knobs traced)."""
     critic_params: dict
     """The trainable critics f, leading axis K."""
     target_critic_params: dict
@@ -143,12 +179,12 @@ def head_actions(actor: Actor, actor_params: dict, obs: jax.Array) -> jax.Array:
     return jp.tanh(pre_tanh)
 
 
-def bootdqn_targets(networks: BootDQNPNetworks, state: BootDQNPState, batch: Transition, gamma: float) -> jax.Array:
+def bootdqn_targets(networks: BootDQNPNetworks, state: "State", batch: Transition, gamma: float) -> jax.Array:
     """y[k, i] = r_i + gamma (1 - terminated_i) Qbar_k(s'_i, pi_k(s'_i)) -> [K, B]: target critic
     k (fbar_k + beta p_k) at the action of head k of the current actor; truncation bootstraps."""
     next_action = head_actions(networks.actor, state.actor_params, batch.next_obs)
     next_q = randomized_prior_q(
-        networks.critic, state.target_critic_params, state.prior_params, state.hyper.prior_scale, batch.next_obs, next_action
+        networks.critic, state.target_critic_params, state.prior_params, state.config.prior_scale, batch.next_obs, next_action
     )
     no_entropy = jp.zeros_like(batch.reward)
     return losses.bellman_targets(batch.reward, batch.terminated, next_q, no_entropy, gamma=gamma, alpha=0.0)
@@ -157,91 +193,82 @@ def bootdqn_targets(networks: BootDQNPNetworks, state: BootDQNPState, batch: Tra
 # -- the algorithm ------------------------------------------------------------------------------
 
 
-def make_bootdqn_p(config: BootDQNPConfig, obs_size: int, action_size: int) -> Algorithm:
-    networks = make_bootdqn_p_networks(config, action_size)
+def make(config: Config, obs_size: int, action_size: int) -> Algorithm:
+    networks = make_networks(config, action_size)
     critic, actor = networks
-    # Adam without its learning rate, which comes from the member's `BootDQNPHyper` at each step.
-    critic_opt = actor_opt = optax.scale_by_adam()
 
-    def init(key: jax.Array, hyper: BootDQNPHyper | None = None) -> BootDQNPState:
-        """Parameters, priors, targets and optimiser states; `hyper` defaults to the config's values."""
-        hyper = BootDQNPHyper.of(config) if hyper is None else hyper
+    def init(key: jax.Array, member: Config) -> State:
+        """Parameters, priors, targets and optimiser states of a member with config `member`."""
+        member = traced(member)
         critic_key, prior_key, actor_key = jax.random.split(key, 3)
         obs, action = jp.zeros((1, obs_size)), jp.zeros((1, action_size))
         critic_params = critic.init(critic_key, obs, action)
         actor_params = actor.init(actor_key, obs)
-        return BootDQNPState(
-            hyper=hyper,
+        return State(
+            config=member,
             critic_params=critic_params,
             target_critic_params=jax.tree.map(jp.copy, critic_params),
             prior_params=critic.init(prior_key, obs, action),
             actor_params=actor_params,
-            critic_opt_state=critic_opt.init(critic_params),
-            actor_opt_state=actor_opt.init(actor_params),
+            critic_opt_state=adam_state(critic_params, member.critic_lr),
+            actor_opt_state=adam_state(actor_params, member.actor_lr),
         )
 
-    def act(state: BootDQNPState, obs: jax.Array, active_head: jax.Array, key: jax.Array) -> jax.Array:
+    def act(state: State, acting: PosteriorSampling, obs: jax.Array, key: jax.Array) -> jax.Array:
         """Instance n acts greedily with its active head: tanh(head_{active_head[n]}(obs[n])); no noise."""
-        del key
-        return head_actions(actor, state.actor_params, obs)[active_head, jp.arange(obs.shape[0])]
+        del key  # greedy: exploration comes from the heads' diversity alone
+        return head_actions(actor, state.actor_params, obs)[acting.active_head, jp.arange(obs.shape[0])]
 
-    def eval_act(state: BootDQNPState, obs: jax.Array) -> jax.Array:
-        # SPEC 2.4: the mean over heads of tanh(head_k(s)).
+    def eval_act(state: State, obs: jax.Array) -> jax.Array:
+        # As PBAC's (README "Design decisions", posterior sampling and evaluation): the mean over
+        # heads of tanh(head_k(s)).
         return jp.mean(head_actions(actor, state.actor_params, obs), axis=0)
 
-    def update(state: BootDQNPState, batch: Transition, key: jax.Array, target_head: jax.Array):
-        del target_head  # critic k bootstraps with its own head k
-        hyper = state.hyper
+    def update(state: State, batch: Transition, key: jax.Array):
+        config = state.config
 
         # 1. critic (f only; the priors enter Q but receive no gradient)
         y = bootdqn_targets(networks, state, batch, config.gamma)
-        mask = jax.random.bernoulli(key, 1.0 - hyper.bootstrap_rate, y.shape)
+        mask = jax.random.bernoulli(key, 1.0 - config.bootstrap_rate, y.shape)
 
         def critic_objective(params):
-            q = randomized_prior_q(critic, params, state.prior_params, hyper.prior_scale, batch.obs, batch.action)
+            q = randomized_prior_q(critic, params, state.prior_params, config.prior_scale, batch.obs, batch.action)
             return bootdqn_critic_loss(q, y, mask, huber_delta=config.huber_delta)
 
-        (critic_value, critic_aux), critic_grads = jax.value_and_grad(critic_objective, has_aux=True)(
-            state.critic_params
-        )
-        critic_params, critic_opt_state = adam_step(
-            critic_opt, critic_grads, state.critic_opt_state, state.critic_params, hyper.critic_lr
+        critic_params, critic_opt_state, critic_value, critic_aux = gradient_step(
+            critic_objective, state.critic_params, state.critic_opt_state
         )
 
         # 2. actor: head k scored by (the just updated) Q_k = f_k + beta p_k
         def actor_objective(params):
             action = head_actions(actor, params, batch.obs)
-            q = randomized_prior_q(critic, critic_params, state.prior_params, hyper.prior_scale, batch.obs, action)
-            return -jp.mean(q)
+            q = randomized_prior_q(critic, critic_params, state.prior_params, config.prior_scale, batch.obs, action)
+            return -jp.mean(q), None
 
-        actor_value, actor_grads = jax.value_and_grad(actor_objective)(state.actor_params)
-        actor_params, actor_opt_state = adam_step(
-            actor_opt, actor_grads, state.actor_opt_state, state.actor_params, hyper.actor_lr
+        actor_params, actor_opt_state, actor_value, _ = gradient_step(
+            actor_objective, state.actor_params, state.actor_opt_state
         )
 
         # 3. Polyak (f only)
-        target_critic_params = polyak(state.target_critic_params, critic_params, hyper.tau)
         new_state = state.replace(
             critic_params=critic_params,
-            target_critic_params=target_critic_params,
+            target_critic_params=polyak(state.target_critic_params, critic_params, config.tau),
             actor_params=actor_params,
             critic_opt_state=critic_opt_state,
             actor_opt_state=actor_opt_state,
         )
         zero = jp.zeros((), critic_value.dtype)  # no entropy term: alpha and entropy report 0
-        metrics = update_metrics(critic_value, critic_aux, actor_value, zero, zero, y)
-        return new_state, metrics
+        return new_state, update_metrics(critic_value, critic_aux, actor_value, zero, zero, y)
 
-    def critic_values(state: BootDQNPState, obs: jax.Array, action: jax.Array) -> jax.Array:
-        return randomized_prior_q(critic, state.critic_params, state.prior_params, state.hyper.prior_scale, obs, action)
+    def critic_values(state: State, obs: jax.Array, action: jax.Array) -> jax.Array:
+        return randomized_prior_q(critic, state.critic_params, state.prior_params, state.config.prior_scale, obs, action)
 
-    return Algorithm(
-        num_heads=config.num_critics,
-        hyperparams=BootDQNPHyper.of,
+    return make_algorithm(
         init=init,
         act=act,
         eval_act=eval_act,
         update=update,
+        acting=posterior_sampling(config.num_critics, target_heads=False),
         critic_values=critic_values,
         head_actions=lambda state, obs: head_actions(actor, state.actor_params, obs),
     )

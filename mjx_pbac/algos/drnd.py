@@ -1,10 +1,11 @@
 """SAC-DRND (Yang et al. 2024, distributional random network distillation) as the paper's
-baseline (its appendix "DRND"; SPEC 3), as an `Algorithm`: SAC (`mjx_pbac.sac`) whose critic
+baseline (appendix "Baselines"): SAC (`mjx_pbac.algos.sac`) whose critic
 target carries a novelty term from N fixed random target networks and one trained predictor.
 
 Shapes: B samples of the minibatch, N target networks, E = embedding size (32), x = concat(s, a).
 
-Networks (SPEC 3): the predictor f and the N targets g_n share one architecture, a plain ReLU MLP
+Networks (appendix "Baselines": DRND's own architecture, as Yang et al. propose it): the
+predictor f and the N targets g_n share one architecture, a plain ReLU MLP
 x -> 256 -> 256 -> 256 -> 256 -> E with PyTorch's default initialisation; the targets are drawn
 once from their own keys and never trained (no optimiser state, no gradient).
 
@@ -37,18 +38,56 @@ temperature and Polyak steps, then the predictor step.
 
 from __future__ import annotations
 
+import dataclasses
+from typing import Literal
+
 import flax.linen as nn
 import jax
 import jax.numpy as jp
 import optax
 from flax import struct
 
-from mjx_pbac.algorithm import Algorithm, traced_hyperparams
-from mjx_pbac.config import DRNDConfig
+from mjx_pbac.algos import sac
+from mjx_pbac.algos.base import Algorithm, adam_state, algorithm_config, gradient_step, knob, make_algorithm, traced
 from mjx_pbac.networks import TorchDense
-from mjx_pbac.optim import adam, adam_step
 from mjx_pbac.replay import Transition
-from mjx_pbac.sac import SACHyper, SACState, make_soft_actor_critic
+from mjx_pbac.schema import check_choice, check_positive, require
+
+
+@algorithm_config
+class Config(sac.Config):
+    """SAC-DRND (Yang et al. 2024): SAC's config with a distributional random network distillation
+    bonus b(s', a') from N fixed random target networks and one trained predictor, added to the
+    bootstrap of the critic target with weight sign * bonus_scale."""
+
+    num_targets: int = 10
+    """N: fixed random target networks g_n(s, a) whose mean and second moment define the bonus."""
+    predictor_hidden_sizes: tuple[int, ...] = (256, 256, 256, 256)
+    """Widths of the ReLU hidden layers of the predictor and of every target network."""
+    embedding_size: int = 32
+    """Output size of the predictor and the target networks."""
+    predictor_lr: float = knob(1e-4)
+    """Adam learning rate of the predictor (trained on one random target per batch)."""
+    bonus_mix: float = 0.9
+    """Weight of the first bonus term, sum_j (f_j - mu_j)^2; the distributional term gets 1 - bonus_mix."""
+    bonus_scale: float = knob(1.0)
+    """lambda: the bonus enters the target as sign * lambda * b(s', a')."""
+    sign: Literal["penalty", "bonus"] = knob("penalty", as_number=lambda sign: -1.0 if sign == "penalty" else 1.0)
+    """"penalty" subtracts lambda b(s', a') in the target as the reference pipeline does (a
+    novelty penalty); "bonus" adds it (an exploration bonus); README "Design decisions",
+    Baselines. In the program: -1 or +1."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        require(self.num_targets >= 2, f"num_targets must be >= 2 (the bonus needs their spread), got {self.num_targets}")
+        widths = self.predictor_hidden_sizes
+        require(len(widths) >= 1 and all(h >= 1 for h in widths), f"predictor_hidden_sizes must be positive widths, got {widths}")
+        require(self.embedding_size >= 1, f"embedding_size must be >= 1, got {self.embedding_size}")
+        require(0.0 <= self.bonus_mix <= 1.0, f"bonus_mix must lie in [0, 1], got {self.bonus_mix}")
+        require(self.bonus_scale >= 0, f"bonus_scale must be >= 0, got {self.bonus_scale}")
+        check_choice(self, "sign")
+        check_positive(self, "predictor_lr")
+
 
 CLIP_LOW, CLIP_HIGH = 1e-3, 1.0
 VARIANCE_FLOOR = 1e-12
@@ -87,21 +126,7 @@ def predictor_loss(prediction: jax.Array, target: jax.Array) -> jax.Array:
 
 
 @struct.dataclass
-class DRNDHyper(SACHyper):
-    """SAC's traced knobs plus DRND's: the predictor's learning rate, lambda and the sign (-1
-    penalty, +1 bonus), so a sweep may compare penalty and bonus in one program."""
-
-    predictor_lr: jax.Array
-    bonus_scale: jax.Array
-    sign: jax.Array
-
-    @classmethod
-    def of(cls, config: DRNDConfig) -> "DRNDHyper":
-        return traced_hyperparams(cls, config, sign=-1.0 if config.sign == "penalty" else 1.0)
-
-
-@struct.dataclass
-class DRNDState(SACState):
+class State(sac.State):
     predictor_params: dict
     """The trained predictor f."""
     random_target_params: dict
@@ -109,59 +134,57 @@ class DRNDState(SACState):
     predictor_opt_state: optax.OptState
 
 
-def make_drnd(config: DRNDConfig, obs_size: int, action_size: int) -> Algorithm:
-    core = make_soft_actor_critic(config, obs_size, action_size)
+def make(config: Config, obs_size: int, action_size: int) -> Algorithm:
     network = ReLUMLP(config.predictor_hidden_sizes, config.embedding_size)
     targets_apply = jax.vmap(network.apply, in_axes=(0, None))  # [N, B, E]
-    predictor_opt = adam()
 
-    def bonus(state: DRNDState, obs: jax.Array, action: jax.Array) -> jax.Array:
+    def bonus(state: State, obs: jax.Array, action: jax.Array) -> jax.Array:
         """b(s, a) [B] from the current predictor and the fixed targets."""
         x = jp.concatenate([obs, action], axis=-1)
         prediction = network.apply(state.predictor_params, x)
         return drnd_bonus(prediction, targets_apply(state.random_target_params, x), mix=config.bonus_mix)
 
-    def init(key: jax.Array, hyper: DRNDHyper | None = None) -> DRNDState:
+    def signed_bonus(state: State, next_obs: jax.Array, next_action: jax.Array) -> jax.Array:
+        return state.config.sign * state.config.bonus_scale * bonus(state, next_obs, next_action)
+
+    core = sac.make(config, obs_size, action_size, next_bonus=signed_bonus)
+
+    def init(key: jax.Array, member: Config) -> State:
         """SAC's state plus the predictor, the fixed targets and the predictor's optimiser state."""
+        member = traced(member)
         sac_key, predictor_key, targets_key = jax.random.split(key, 3)
+        sac_state = core.init(sac_key, member)
         x = jp.zeros((1, obs_size + action_size))
         predictor_params = network.init(predictor_key, x)
         random_target_params = jax.vmap(network.init, in_axes=(0, None))(
             jax.random.split(targets_key, config.num_targets), x
         )
-        return DRNDState(
-            **core.init_fields(sac_key, DRNDHyper.of(config) if hyper is None else hyper),
+        return State(
+            **{f.name: getattr(sac_state, f.name) for f in dataclasses.fields(sac_state)},
             predictor_params=predictor_params,
             random_target_params=random_target_params,
-            predictor_opt_state=predictor_opt.init(predictor_params),
+            predictor_opt_state=adam_state(predictor_params, member.predictor_lr),
         )
 
-    def signed_bonus(state: DRNDState, next_obs: jax.Array, next_action: jax.Array) -> jax.Array:
-        return state.hyper.sign * state.hyper.bonus_scale * bonus(state, next_obs, next_action)
-
-    def update(state: DRNDState, batch: Transition, key: jax.Array, target_head: jax.Array):
-        del target_head  # one head
+    def update(state: State, batch: Transition, key: jax.Array):
         sac_key, pick_key = jax.random.split(key)
-        state, metrics = core.update(state, batch, sac_key, signed_bonus)
+        state, metrics = core.update(state, batch, sac_key, None)  # SAC's step, with the bonus in its targets
 
         # the predictor, against one random target for the whole batch
         x = jp.concatenate([batch.obs, batch.action], axis=-1)
         pick = jax.random.randint(pick_key, (), 0, config.num_targets)
         target = network.apply(jax.tree.map(lambda leaf: leaf[pick], state.random_target_params), x)
-        loss, grads = jax.value_and_grad(lambda params: predictor_loss(network.apply(params, x), target))(
-            state.predictor_params
-        )
-        predictor_params, predictor_opt_state = adam_step(
-            predictor_opt, grads, state.predictor_opt_state, state.predictor_params, state.hyper.predictor_lr
+        predictor_params, predictor_opt_state, loss, _ = gradient_step(
+            lambda params: (predictor_loss(network.apply(params, x), target), None),
+            state.predictor_params,
+            state.predictor_opt_state,
         )
         metrics["predictor_loss"] = loss
         return state.replace(predictor_params=predictor_params, predictor_opt_state=predictor_opt_state), metrics
 
-    return Algorithm(
-        num_heads=1,
-        hyperparams=DRNDHyper.of,
+    return make_algorithm(
         init=init,
-        act=core.act,
+        act=lambda state, obs, key: core.act(state, None, obs, key),
         eval_act=core.eval_act,
         update=update,
         critic_values=core.critic_values,

@@ -1,20 +1,47 @@
-"""Every algorithm through the same command, loop, buffer, evaluation and logs (SPEC 3)."""
+"""The registry (`mjx_pbac.algos`): every algorithm through the same command, loop, buffer,
+evaluation and logs, and each one's sweepable knobs (paper appendix "Baselines")."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import typing
 
+import jax
+import jax.numpy as jp
 import numpy as np
 import pytest
 
 import train as cli
-from mjx_pbac.config import SWEEPABLE, RunConfig, load_profile
+from mjx_pbac import algos
+from mjx_pbac.algos.base import knob_names, stack_configs
+from mjx_pbac.config import RunConfig
 
 ALGORITHMS = typing.get_args(typing.get_type_hints(RunConfig)["algo"])
 
 
+def test_registry_names_every_algorithm_and_its_sweepable_knobs():
+    """Every registered name builds an algorithm that initialises and acts; its sweepable fields
+    are exactly its config's knobs; an unknown name is refused with the valid ones."""
+    assert algos.NAMES == ("pbac", "sac", "bootdqn_p", "drnd", "ben", "td3") == ALGORITHMS
+    assert algos.sweepable("sac") == ("tau", "critic_lr", "actor_lr", "alpha_lr")
+    assert algos.sweepable("drnd") == ("tau", "critic_lr", "actor_lr", "alpha_lr", "predictor_lr", "bonus_scale", "sign")
+    with pytest.raises(ValueError, match=r"unknown algorithm 'pbca' \(did you mean pbac\?\); valid: pbac, sac, bootdqn_p, drnd, ben, td3"):
+        algos.module("pbca")
+    for name in algos.NAMES:
+        module = algos.module(name)
+        assert module is algos.ALGORITHMS[name] and module.__name__ == f"mjx_pbac.algos.{name}"
+        assert algos.sweepable(name) == knob_names(module.Config), name
+        config = module.Config(hidden_sizes=(4,))
+        algorithm = algos.make(name, [config], 3, 2)
+        state = jax.jit(algorithm.init)(jax.random.key(0), config)  # jitted: one compile, not op by op
+        assert type(state) is module.State and state.config.hidden_sizes == (4,), name
+        action = jax.jit(algorithm.eval_act)(state, jp.zeros((5, 3)))
+        assert action.shape == (5, 2) and np.all(np.abs(np.asarray(action)) <= 1.0), name
+
+
 @pytest.mark.parametrize("algo", ALGORITHMS)
+@pytest.mark.slow
 def test_every_algorithm_trains_on_the_chain_through_the_command(algo, tmp_path):
     run_dir = tmp_path / algo
     cli.main([
@@ -73,32 +100,22 @@ def test_every_algorithm_trains_on_an_mjx_env_through_the_command(algo, tmp_path
 
 @pytest.mark.parametrize("algo", ALGORITHMS)
 def test_every_algorithm_can_sweep_what_it_declares(algo):
-    """Each declared sweepable field is a traced hyperparameter of that algorithm (or its PSR)."""
-    from mjx_pbac.algorithms import make
-
+    """Each sweepable field (a knob) is a traced leaf of the member's config in its agent state,
+    so two members differing only there share one program; fixed fields cannot differ."""
     config = getattr(RunConfig(), algo)
-    algorithm = make(algo, config, 2, 1)
-    traced = set(type(algorithm.hyperparams(config)).__dataclass_fields__)
-    assert set(SWEEPABLE[algo]) - {"posterior_sampling_rate"} <= traced, algo
-
-
-def test_paper_profiles_carry_bootdqn_p_hyperparameters():
-    """Paper appendix table of BootDQN-P (BR, PSR, PS); changes from the defaults in bold there."""
-    table = {
-        "ant": (0.05, 5, 5.0), "hopper": (0.05, 5, 5.0), "humanoid": (0.1, 1, 5.0),
-        "ant_delayed": (0.1, 1, 1.0), "ant_very_delayed": (0.05, 5, 5.0), "hopper_delayed": (0.05, 5, 5.0),
-        "hopper_very_delayed": (0.05, 5, 5.0), "humanoid_delayed": (0.1, 1, 9.0),
-        "cartpole_swingup_sparse": (0.05, 10, 1.0), "ball_in_cup_catch": (0.05, 5, 5.0), "reacher_hard": (0.05, 1, 1.0),
-    }
-    for name, expected in table.items():
-        boot = load_profile(name).bootdqn_p
-        assert (boot.bootstrap_rate, boot.posterior_sampling_rate, boot.prior_scale) == expected, name
-        assert (boot.num_critics, boot.hidden_sizes) == (10, (256, 256))
-        assert load_profile(name).sac.num_critics == 2
+    sweepable = algos.sweepable(algo)
+    assert sweepable and len(jax.tree.leaves(config)) == len(sweepable)
+    algorithm = algos.make(algo, [config], 2, 1)
+    state = jax.eval_shape(algorithm.init, jax.random.key(0), config)
+    assert {path[-1].name for path, _ in jax.tree_util.tree_flatten_with_path(state.config)[0]} == set(sweepable)
+    fixed = [f.name for f in dataclasses.fields(config) if f.name not in sweepable]
+    assert "hidden_sizes" in fixed
+    with pytest.raises(ValueError, match="hidden_sizes differs between members"):
+        stack_configs([config, dataclasses.replace(config, hidden_sizes=(7,))])
 
 
 def test_unknown_algorithm_is_refused(capsys):
     with pytest.raises(SystemExit) as raised:
         cli.main(["--profile", "chain", "--algo", "ppo"])
     err = str(raised.value.code)
-    assert "ppo" in err and all(name in err for name in ("pbac", "sac", "bootdqn_p", "drnd", "ben"))
+    assert "ppo" in err and all(name in err for name in algos.NAMES)

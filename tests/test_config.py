@@ -1,7 +1,8 @@
 """Every out-of-range or non-finite config value is refused with a one-line ValueError that names
 the field, the value and what is valid, wherever it comes from (code, TOML, JSON, a sweep, an env
-override); profiles load only by plain name or through `load_profile_file`. Pure config checks:
-nothing here builds an env model or compiles a program."""
+override); profiles load only by plain name or through `load_profile_file`, and the paper's
+profiles carry the paper's values. Pure config checks: nothing here builds an env model or
+compiles a program."""
 
 from __future__ import annotations
 
@@ -14,15 +15,12 @@ import tomllib
 import pytest
 
 import envs
+import train as cli
 from mjx_pbac import config as config_module
+from mjx_pbac.algos import ben, bootdqn_p, drnd, pbac, sac, td3
 from mjx_pbac.config import (
     INT32_MAX,
-    BENConfig,
-    BootDQNPConfig,
-    DRNDConfig,
-    PBACConfig,
     RunConfig,
-    SACConfig,
     Schedule,
     TrainConfig,
     config_from_dict,
@@ -38,7 +36,8 @@ from mjx_pbac.config import (
     profile_path,
 )
 
-SECTIONS = {"pbac": PBACConfig, "sac": SACConfig, "bootdqn_p": BootDQNPConfig, "drnd": DRNDConfig, "ben": BENConfig}
+SECTIONS = {"pbac": pbac.Config, "sac": sac.Config, "bootdqn_p": bootdqn_p.Config, "drnd": drnd.Config, "ben": ben.Config,
+            "td3": td3.Config}
 
 
 def _float_fields(cls):
@@ -72,16 +71,16 @@ def test_every_float_field_of_every_section_must_be_finite(section, bad):
 
 def test_the_issue_examples_are_refused():
     with _refused("critic_lr must be a finite number (not inf or nan), got inf"):
-        PBACConfig(critic_lr=math.inf)
+        pbac.Config(critic_lr=math.inf)
     with _refused("prior_variance must be a finite number (not inf or nan), got inf"):
-        PBACConfig(prior_variance=math.inf)
+        pbac.Config(prior_variance=math.inf)
     with _refused("init_log_alpha must be a finite number (not inf or nan), got nan"):
-        PBACConfig(init_log_alpha=math.nan)
+        pbac.Config(init_log_alpha=math.nan)
 
 
 def test_an_int_too_large_for_a_float_is_not_finite():
     with _refused("critic_lr must be a finite number"):
-        PBACConfig(critic_lr=10**400)
+        pbac.Config(critic_lr=10**400)
     with _refused("pbac.critic_lr must be a finite number"):
         config_from_dict({"pbac": {"critic_lr": 10**400}})
 
@@ -217,9 +216,10 @@ def test_train_int_fields_beyond_int32_are_refused(name):
 
 @pytest.mark.parametrize(
     "cls, name",
-    [(PBACConfig, "num_critics"), (PBACConfig, "posterior_sampling_rate"), (SACConfig, "num_critics"),
-     (BootDQNPConfig, "posterior_sampling_rate"), (DRNDConfig, "num_targets"), (DRNDConfig, "embedding_size"),
-     (BENConfig, "num_critics")],
+    [(pbac.Config, "num_critics"), (pbac.Config, "posterior_sampling_rate"), (sac.Config, "num_critics"),
+     (bootdqn_p.Config, "posterior_sampling_rate"), (drnd.Config, "num_targets"), (drnd.Config, "embedding_size"),
+     (ben.Config, "num_critics"), (td3.Config, "policy_delay")],
+    ids=lambda value: value if isinstance(value, str) else value.__module__.rsplit(".", 1)[-1],
 )
 def test_algorithm_int_fields_beyond_int32_are_refused(cls, name):
     with _refused(f"{name} must be <= 2**31 - 1 = 2147483647 (an int32 on the device), got 10000000000"):
@@ -228,9 +228,9 @@ def test_algorithm_int_fields_beyond_int32_are_refused(cls, name):
 
 def test_widths_beyond_int32_are_refused():
     with _refused("hidden_sizes must hold values <= 2**31 - 1 = 2147483647 (int32 shapes on the device), got (64, 2147483648)"):
-        PBACConfig(hidden_sizes=(64, 2**31))
+        pbac.Config(hidden_sizes=(64, 2**31))
     with _refused("predictor_hidden_sizes must hold values <= 2**31 - 1"):
-        DRNDConfig(predictor_hidden_sizes=(2**40,))
+        drnd.Config(predictor_hidden_sizes=(2**40,))
     with _refused("hidden_sizes must hold values <= 2**31 - 1"):
         config_from_dict({"pbac": {"hidden_sizes": [2**31]}})
 
@@ -295,6 +295,46 @@ def test_every_profile_still_loads_by_name():
     assert all(error is None for _, _, error in list_profiles())
     with _refused("unknown profile 'chan' (did you mean chain?)"):
         load_profile("chan")
+
+
+def test_every_profile_loads_and_paper_profiles_carry_the_papers_hyperparameters(capsys):
+    cli.main(["--list-profiles"])
+    listed = capsys.readouterr().out
+    table5 = {  # paper Table 5, "Hyperparameters specific to PBAC": (kappa, PSR, sigma0^2)
+        "ant": (0.05, 5, 1.0), "ant_delayed": (0.05, 5, 1.0), "ant_very_delayed": (0.05, 5, 5.0),
+        "hopper": (0.01, 5, 1.0), "hopper_delayed": (0.05, 5, 1.0), "hopper_very_delayed": (0.05, 5, 1.0),
+        "humanoid": (0.05, 5, 1.0), "humanoid_delayed": (0.05, 5, 1.0),
+        "cartpole_swingup_sparse": (0.05, 10, 1.0), "ball_in_cup_catch": (0.05, 5, 1.0), "reacher_hard": (0.05, 5, 1.0),
+    }
+    budget = {"cartpole_swingup_sparse": 200_000, "ball_in_cup_catch": 100_000, "reacher_hard": 100_000}  # paper Table 7, footnote
+    for name, (kappa, psr, prior) in table5.items():
+        assert name in listed
+        config = load_profile(name)
+        assert config.train.env == name
+        p, t = config.pbac, config.train
+        assert (p.bootstrap_rate, p.posterior_sampling_rate, p.prior_variance) == (kappa, psr, prior)
+        assert (p.num_critics, p.hidden_sizes, p.gamma, p.tau, p.critic_lr) == (10, (256, 256), 0.99, 0.005, 3e-4)
+        assert (t.num_envs, t.batch_size, t.updates_per_step, t.buffer_size) == (1, 256, 5, 100_000)
+        assert (t.warmup_steps, t.total_steps, t.eval_interval, t.eval_episodes) == (10_000, budget.get(name, 300_000), 20_000, 10)
+    for name in ("quickstart", "chain", "cartpole_quickstart"):
+        assert name in listed
+        load_profile(name)
+
+
+def test_paper_profiles_carry_bootdqn_p_hyperparameters():
+    """Paper Table 9, "Hyperparameters specific to BootDQN-P" (BR, PSR, PS); changes from the
+    defaults in bold there."""
+    table = {
+        "ant": (0.05, 5, 5.0), "hopper": (0.05, 5, 5.0), "humanoid": (0.1, 1, 5.0),
+        "ant_delayed": (0.1, 1, 1.0), "ant_very_delayed": (0.05, 5, 5.0), "hopper_delayed": (0.05, 5, 5.0),
+        "hopper_very_delayed": (0.05, 5, 5.0), "humanoid_delayed": (0.1, 1, 9.0),
+        "cartpole_swingup_sparse": (0.05, 10, 1.0), "ball_in_cup_catch": (0.05, 5, 5.0), "reacher_hard": (0.05, 1, 1.0),
+    }
+    for name, expected in table.items():
+        boot = load_profile(name).bootdqn_p
+        assert (boot.bootstrap_rate, boot.posterior_sampling_rate, boot.prior_scale) == expected, name
+        assert (boot.num_critics, boot.hidden_sizes) == (10, (256, 256))
+        assert load_profile(name).sac.num_critics == 2
 
 
 def test_load_profile_file_matches_the_named_profile(tmp_path):

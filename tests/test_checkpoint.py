@@ -1,0 +1,128 @@
+"""Checkpoints (`mjx_pbac.checkpoint`) as files: a round trip keeps every leaf (keys included), only
+the newest are kept, a damaged newest file is passed by for the one before it, and a checkpoint of
+another layout or configuration is refused with a message that says why. Resume through a run is
+tested in test_runner.py and test_lifecycle.py."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from pathlib import Path
+
+import jax
+import jax.numpy as jp
+import numpy as np
+import pytest
+
+from mjx_pbac import checkpoint, runner
+from mjx_pbac.config import load_profile
+from tests.test_runner import _tiny_chain
+
+
+def _state():
+    return {"key": jax.random.key(7), "params": {"w": jp.arange(6.0).reshape(2, 3)}, "step": jp.int32(5)}
+
+
+def test_round_trip_keeps_every_leaf_and_only_the_newest_files(tmp_path):
+    state = _state()
+    for steps in (100, 200, 300):
+        checkpoint.save(tmp_path, state, env_steps=steps, metadata={"chunk": steps // 100}, keep=2)
+    assert [p.name for p in checkpoint.list_checkpoints(tmp_path)] == ["step_000000200.npz", "step_000000300.npz"]
+    restored, metadata = checkpoint.restore(checkpoint.latest(tmp_path), _state())
+    assert metadata["chunk"] == 3 and metadata["env_steps"] == 300 and metadata["format"] == checkpoint.FORMAT
+    np.testing.assert_array_equal(restored["params"]["w"], state["params"]["w"])
+    np.testing.assert_array_equal(jax.random.key_data(restored["key"]), jax.random.key_data(state["key"]))
+    assert int(restored["step"]) == 5
+
+
+def _rewrite_metadata(path, change):
+    with np.load(path) as data:
+        arrays = {name: data[name] for name in data.files}
+    record = json.loads(bytes(arrays["__metadata__"]).decode())
+    change(record)
+    arrays["__metadata__"] = np.frombuffer(json.dumps(record).encode(), dtype=np.uint8)
+    with open(path, "wb") as handle:
+        np.savez(handle, **arrays)
+
+
+def test_a_checkpoint_from_before_the_algos_layout_is_refused_with_the_reason(tmp_path):
+    path = checkpoint.save(tmp_path, _state(), env_steps=100, metadata={})
+    _rewrite_metadata(path, lambda record: record.pop("format"))  # as every checkpoint before format 2
+    with pytest.raises(checkpoint.CheckpointMismatch) as refused:
+        checkpoint.restore(path, _state())
+    message = str(refused.value)
+    assert "has format 1 and this version reads format 2" in message
+    assert f"git checkout {checkpoint.FORMAT_1_WRITER}" in message and "start a new run" in message
+    # restore_newest raises it rather than passing the file by as damaged
+    with pytest.raises(checkpoint.CheckpointMismatch):
+        checkpoint.restore_newest(tmp_path, _state(), warn=lambda message: None)
+    assert path.exists()
+    _rewrite_metadata(path, lambda record: record.update(format=9))
+    with pytest.raises(checkpoint.CheckpointMismatch, match="has format 9, which this version"):
+        checkpoint.restore(path, _state())
+
+
+def test_a_state_of_another_shape_is_refused(tmp_path):
+    path = checkpoint.save(tmp_path, _state(), env_steps=100, metadata={})
+    other = _state()
+    other["params"]["w"] = jp.zeros((3, 3))
+    with pytest.raises(checkpoint.CheckpointMismatch, match=r"array \d has shape \(2, 3\).*expects \(3, 3\)"):
+        checkpoint.restore(path, other)
+    fewer = {"key": jax.random.key(0)}
+    with pytest.raises(checkpoint.CheckpointMismatch, match="holds 3 arrays but this config's training state has 1"):
+        checkpoint.restore(path, fewer)
+
+
+@pytest.mark.slow
+def test_checkpoint_from_another_config_is_refused(tmp_path):
+    """A whole training state (the chain profile's) saved, then restored into the state of wider
+    networks: refused, naming the cause."""
+    state = runner.build(_tiny_chain(tmp_path / "a")).init_state()
+    path = checkpoint.save(tmp_path / "checkpoints", state, env_steps=0, metadata={})
+    other = dataclasses.replace(load_profile("chain").pbac, hidden_sizes=(16, 16))
+    template = runner.build(dataclasses.replace(_tiny_chain(tmp_path / "b"), pbac=other)).init_state()
+    with pytest.raises(checkpoint.CheckpointError, match="different configuration"):
+        checkpoint.restore(path, template)
+    restored, _ = checkpoint.restore(path, state)  # the same configuration's state restores
+    assert jax.tree.structure(restored) == jax.tree.structure(state)
+
+
+# -- damaged files ----------------------------------------------------------------------------
+
+
+def _damage(path: Path, how: str) -> None:
+    data = path.read_bytes()
+    if how == "truncated":
+        path.write_bytes(data[: len(data) // 2])
+    elif how == "empty":
+        path.write_bytes(b"")
+    elif how == "garbage":
+        path.write_bytes(os.urandom(len(data)))
+    elif how == "flipped":  # one byte inside the arrays: the zip still opens, the CRC-32 catches it
+        with np.load(path) as npz:
+            biggest = max((name for name in npz.files if name != "__metadata__"), key=lambda n: npz[n].nbytes)
+            raw = npz[biggest].tobytes()
+        at = data.find(raw)
+        assert at > 0
+        flipped = bytearray(data)
+        flipped[at + len(raw) // 2] ^= 0xFF
+        path.write_bytes(bytes(flipped))
+
+
+@pytest.mark.parametrize("how", ["truncated", "empty", "garbage", "flipped"])
+def test_restore_falls_back_to_the_newest_checkpoint_that_verifies(tmp_path, how):
+    state = {"w": np.arange(1000, dtype=np.float32), "n": np.int32(3)}
+    for step in (1, 2, 3):
+        checkpoint.save(tmp_path, {"w": state["w"] * step, "n": np.int32(step)}, env_steps=step, metadata={"chunk": step}, keep=5)
+    newest = tmp_path / "step_000000003.npz"
+    _damage(newest, how)
+    warnings = []
+    restored, metadata, path = checkpoint.restore_newest(tmp_path, state, warn=warnings.append)
+    assert path.name == "step_000000002.npz" and metadata["chunk"] == 2
+    np.testing.assert_array_equal(restored["w"], state["w"] * 2)
+    assert len(warnings) == 1 and "step_000000003.npz" in warnings[0] and "kept as step_000000003.npz.damaged" in warnings[0]
+    assert (tmp_path / "step_000000003.npz.damaged").is_file() and not newest.exists()
+    for path in checkpoint.list_checkpoints(tmp_path):
+        _damage(path, "truncated")
+    assert checkpoint.restore_newest(tmp_path, state, warn=warnings.append) is None

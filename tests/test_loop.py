@@ -1,0 +1,126 @@
+"""The shared loop (`mjx_pbac.loop`): what gets stored (truncation vs termination), counters, no
+retracing and no host transfers inside a chunk, the matmul precision of its programs."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import chex
+import jax
+import numpy as np
+
+import envs
+from mjx_pbac.algos import pbac
+from mjx_pbac.config import TrainConfig
+from mjx_pbac.hlo import program_stats
+from mjx_pbac.loop import make_trainer, member_inputs
+from tests.probe_envs import CountingEnv
+
+SMALL = pbac.Config(num_critics=3, hidden_sizes=(8,))
+
+
+def _one_member(trainer, config=SMALL, seed=0):
+    """The initial state of a one-member run (leading member axis of size 1)."""
+    return trainer.init(*member_inputs([(seed, config)]))
+
+
+def _member(tree, index=0):
+    return jax.tree.map(lambda leaf: leaf[index], jax.device_get(tree))
+
+
+# -- what the loop stores -------------------------------------------------------------------
+
+
+def _counting_trainer(terminate_at, num_envs=2, chunk_steps=16):
+    env = CountingEnv(episode_length=5, terminate_at=terminate_at)
+    train = TrainConfig(
+        env="probe", total_steps=4 * chunk_steps, num_envs=num_envs, batch_size=4, updates_per_step=1,
+        buffer_size=64, warmup_steps=chunk_steps, chunk_steps=chunk_steps, eval_interval=chunk_steps,
+        eval_episodes=2, checkpoint_interval=chunk_steps,
+    )
+    algorithm = pbac.make(SMALL, env.observation_size, env.action_size)
+    trainer = make_trainer(train, env, algorithm)
+    return trainer, _one_member(trainer, dataclasses.replace(SMALL, posterior_sampling_rate=2))
+
+
+def test_truncation_stores_final_obs_and_is_not_termination():
+    trainer, state = _counting_trainer(terminate_at=None, num_envs=1, chunk_steps=8)
+    state, metrics = _member(trainer.warmup_chunk(state))
+    data = state.buffer.data
+    # Steps t = 0..4 then a reset: obs[0] = 0,1,2,3,4,0,1,2 ; next_obs[0] = 1..5,1,2,3.
+    np.testing.assert_array_equal(data.obs[:8, 0], [0, 1, 2, 3, 4, 0, 1, 2])
+    np.testing.assert_array_equal(data.next_obs[:8, 0], [1, 2, 3, 4, 5, 1, 2, 3])
+    np.testing.assert_array_equal(data.truncated[:8], [0, 0, 0, 0, 1, 0, 0, 0])
+    np.testing.assert_array_equal(data.terminated[:8], 0)
+    np.testing.assert_array_equal(data.reward[:8], [1, 2, 3, 4, 5, 1, 2, 3])
+    np.testing.assert_array_equal(data.next_obs[:8, 1], data.action[:8, 0])  # the action taken
+    assert int(metrics["episodes"]) == 1 and float(metrics["return_sum"]) == 15.0
+
+
+def test_termination_is_stored_as_terminated_with_its_final_obs():
+    trainer, state = _counting_trainer(terminate_at=3, num_envs=2, chunk_steps=8)
+    state, metrics = _member(trainer.warmup_chunk(state))
+    data = state.buffer.data
+    # Two instances interleaved per vector step: rows (2t, 2t+1) hold step t of instances 0, 1.
+    obs = data.obs[:8, 0].reshape(4, 2)[:, 0]
+    next_obs = data.next_obs[:8, 0].reshape(4, 2)[:, 0]
+    np.testing.assert_array_equal(obs, [0, 1, 2, 0])
+    np.testing.assert_array_equal(next_obs, [1, 2, 3, 1])
+    np.testing.assert_array_equal(data.terminated[:8].reshape(4, 2)[:, 0], [0, 0, 1, 0])
+    np.testing.assert_array_equal(data.truncated[:8], 0)
+    assert int(metrics["episodes"]) == 2 and float(metrics["return_sum"]) == 12.0  # 2 x (1+2+3)
+
+
+def test_sampling_counter_and_env_steps_advance_per_vector_step():
+    trainer, state = _counting_trainer(terminate_at=None, num_envs=2, chunk_steps=16)
+    state, _ = trainer.warmup_chunk(state)
+    state, _ = _member(trainer.train_chunk(state))
+    np.testing.assert_array_equal(state.acting.sampling_counter, [16, 16])
+    assert int(state.env_steps) == 32 and int(state.updates) == 8
+    assert int(state.buffer.size) == 32
+
+
+# -- compiled once, nothing crosses to the host --------------------------------------------
+
+
+def test_chunks_compile_once_and_stay_on_device():
+    env = envs.make("chain")
+    train = TrainConfig(
+        env="chain", total_steps=200, num_envs=4, batch_size=16, updates_per_step=2, buffer_size=400,
+        warmup_steps=40, chunk_steps=40, eval_interval=40, eval_episodes=2, checkpoint_interval=40,
+    )
+    algorithm = pbac.make(SMALL, env.observation_size, env.action_size)
+    trainer = make_trainer(train, env, algorithm)
+    state = _one_member(trainer)
+    state, _ = trainer.warmup_chunk(state)
+    with jax.transfer_guard("disallow"):
+        for _ in range(3):
+            state, metrics = trainer.train_chunk(state)
+        result = trainer.evaluate(state)
+    # One program each for warm-up and training, each compiled once; neither branches on data.
+    assert trainer.warmup_chunk._cache_size() == 1 and trainer.train_chunk._cache_size() == 1
+    for chunk in (trainer.warmup_chunk, trainer.train_chunk):
+        stats = program_stats(chunk.lower(state).compile())
+        assert stats["data_dependent_loops"] == 0 and stats["conditionals"] == 0, stats
+    chex.assert_shape(result["returns"], (1, 2))
+    assert np.isfinite(float(metrics["critic_loss"][0]))
+    assert int(state.env_steps[0]) == 160
+
+
+def test_matmul_precision_reaches_every_matrix_product_of_the_chunk():
+    """float32 (the default) is written into the program's dot products; "default" leaves XLA's
+    choice (TF32 on recent NVIDIA GPUs), so the programs differ."""
+    env = envs.make("chain")
+    algorithm = pbac.make(SMALL, env.observation_size, env.action_size)
+    texts = {}
+    for precision in ("float32", "default"):
+        train = TrainConfig(
+            env="chain", total_steps=8, num_envs=1, batch_size=4, updates_per_step=1, buffer_size=16,
+            warmup_steps=4, chunk_steps=4, eval_interval=4, eval_episodes=1, checkpoint_interval=4,
+            matmul_precision=precision,
+        )
+        trainer = make_trainer(train, env, algorithm)
+        texts[precision] = trainer.train_chunk.lower(_one_member(trainer)).as_text()
+    dots = [line for line in texts["float32"].splitlines() if "dot_general" in line]
+    assert dots and all("HIGHEST" in line for line in dots)
+    assert "HIGHEST" not in texts["default"]

@@ -70,7 +70,7 @@ def _tiny_widths(algo):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("algo", ALGORITHMS)
+@pytest.mark.parametrize("algo", [algo for algo in ALGORITHMS if algo != "td3"])  # TD3, the example: chain only
 def test_every_algorithm_trains_on_an_mjx_env_through_the_command(algo, tmp_path):
     """MJX cartpole swing-up (sparse), 2 instances, 100 warm-up + 100 training steps, then a full
     1000-step greedy evaluation episode. Cartpole is the cheapest MJX program to compile (two

@@ -8,8 +8,10 @@ import dataclasses
 import chex
 import jax
 import numpy as np
+import pytest
 
 import envs
+from mjx_pbac import algos
 from mjx_pbac.algos import pbac
 from mjx_pbac.config import TrainConfig
 from mjx_pbac.hlo import program_stats
@@ -124,3 +126,25 @@ def test_matmul_precision_reaches_every_matrix_product_of_the_chunk():
     dots = [line for line in texts["float32"].splitlines() if "dot_general" in line]
     assert dots and all("HIGHEST" in line for line in dots)
     assert "HIGHEST" not in texts["default"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", [name for name in algos.NAMES if name != "pbac"])
+def test_every_algorithms_chunk_compiles_once_stays_on_device_and_never_branches(name):
+    """The loop's guarantees hold whatever the algorithm brings (its acting state, TD3's delayed
+    update selected with `where`): one compile, no host transfer, no data-dependent loop or branch."""
+    env = envs.make("chain")
+    train = TrainConfig(
+        env="chain", total_steps=80, num_envs=2, batch_size=8, updates_per_step=2, buffer_size=200,
+        warmup_steps=20, chunk_steps=20, eval_interval=20, eval_episodes=1, checkpoint_interval=20,
+    )
+    config = algos.module(name).Config(hidden_sizes=(8,))
+    trainer = make_trainer(train, env, algos.make(name, [config, config], env.observation_size, env.action_size))
+    state, _ = trainer.warmup_chunk(trainer.init(*member_inputs([(0, config), (1, config)])))
+    with jax.transfer_guard("disallow"):
+        for _ in range(2):
+            state, metrics = trainer.train_chunk(state)
+    assert trainer.train_chunk._cache_size() == 1
+    stats = program_stats(trainer.train_chunk.lower(state).compile())
+    assert stats["data_dependent_loops"] == 0 and stats["conditionals"] == 0, (name, stats)
+    assert np.all(np.isfinite(np.asarray(metrics["critic_loss"]))) and int(state.updates[0]) == 40

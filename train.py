@@ -466,8 +466,12 @@ def main(argv: list[str]) -> None:
     if not argv or argv[0] in ("-h", "--help"):
         print(_usage())
         return
-    from mjx_pbac import compilation_cache
+    from mjx_pbac import compilation_cache, devices
 
+    try:  # before anything touches a device: one of several processes (hosts) joins the others
+        devices.initialize_distributed()
+    except ValueError as error:
+        raise SystemExit(f"error: {error}") from None
     compilation_cache.enable()  # a second run of the same program skips its compile
     command, rest = argv[0], argv[1:]
     if command.startswith("--"):

@@ -108,7 +108,9 @@ def read_metadata(path: str | os.PathLike) -> dict[str, Any]:
 
 
 def restore(path: str | os.PathLike, template: Any) -> tuple[Any, dict[str, Any]]:
-    """(state, metadata) with the leaves of `path` in the structure of `template`; raises
+    """(state, metadata) with the leaves of `path` in the structure of `template` (a state on the
+    device, or shapes: `jax.ShapeDtypeStruct` leaves give numpy arrays, e.g.
+    `devices.Layout.host_template`, whose keys are key data); raises
     CheckpointDamaged for a file that cannot be read back as written, CheckpointMismatch for a
     sound checkpoint of another configuration."""
     template_leaves, treedef = jax.tree.flatten(template)
@@ -147,7 +149,8 @@ def restore(path: str | os.PathLike, template: Any) -> tuple[Any, dict[str, Any]
             leaves.append(jax.random.wrap_key_data(stored, impl=jax.random.key_impl(like)))
         else:
             _check(path, i, stored, like)
-            leaves.append(jax.device_put(stored.astype(like.dtype)))
+            stored = stored.astype(like.dtype)
+            leaves.append(stored if isinstance(like, jax.ShapeDtypeStruct) else jax.device_put(stored))
     return jax.tree.unflatten(treedef, leaves), metadata
 
 

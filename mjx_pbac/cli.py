@@ -69,10 +69,11 @@ def _fields(instance: Any, cls: type) -> dict[str, Any]:
 # checked where TrainConfig checks its own (a malformed --sweep reads as a malformed --train.sweep).
 @dataclasses.dataclass(frozen=True)
 class TrainOptions(TrainConfig):
-    """What to train on, for how long, and what a run writes (SPEC 2.5, 2.6); --seeds, --sweep
-    and --tasks are shorthands."""
+    """What to train on, for how long, and what a run writes; --seeds, --devices, --sweep and
+    --tasks are shorthands."""
 
     num_seeds: Annotated[int, tyro.conf.arg(aliases=("--seeds",))] = 1
+    devices: Annotated[int, tyro.conf.arg(aliases=("--devices",))] = 0
     sweeps: Annotated[
         tuple[str, ...], tyro.conf.arg(name="sweep", prefix_name=False, metavar="NAME=v1,v2,..."), tyro.conf.UseAppendAction
     ] = ()

@@ -101,6 +101,11 @@ class TrainConfig:
     float32 is full precision, as the authors' PyTorch (whose default is full float32) and the
     physics' fidelity need; "default" lets XLA choose (TF32 on recent NVIDIA GPUs, float32 on a
     CPU); tensorfloat32 and bfloat16 trade accuracy for speed on large batches (README)."""
+    devices: int = 0
+    """Devices the members are sharded over (`mjx_pbac.devices`): 0 uses every visible device
+    (every device of every process in a multi-process run), N the first N. Members that do not
+    divide are padded with copies of the last (not logged); a run never uses more devices than it
+    has members. Changeable on resume: checkpoints hold the members, not their layout."""
 
     def __post_init__(self) -> None:
         require(
@@ -114,6 +119,7 @@ class TrainConfig:
         require(self.updates_per_step >= 0, f"updates_per_step must be >= 0, got {self.updates_per_step}")
         require(self.warmup_steps >= 0, f"warmup_steps must be >= 0, got {self.warmup_steps}")
         require(self.visit_interval >= 0, f"visit_interval must be >= 0, got {self.visit_interval}")
+        require(self.devices >= 0, f"devices must be >= 0 (0 uses every visible device), got {self.devices}")
         require(
             self.seed + self.num_seeds - 1 <= INT32_MAX,
             f"the seeds seed..seed+num_seeds-1 = {self.seed}..{self.seed + self.num_seeds - 1} must lie in "

@@ -105,6 +105,19 @@ class RunLogger:
             writer.close()
 
 
+class NullLogger:
+    """RunLogger's interface, writing nothing: the processes of a multi-process run other than
+    process 0 (which writes the run directory for all)."""
+
+    def log_chunk(self, records: list[dict[str, Any]]) -> None:
+        pass
+
+    log_eval = log_visits = log_chunk
+
+    def close(self) -> None:
+        pass
+
+
 def _tag(name: str) -> str:
     if name.startswith("critic_") or name.endswith("_loss"):
         return f"loss/{name}"

@@ -18,7 +18,8 @@ sweep and with the tasks of one robot) as a vmapped leading axis of the whole tr
 one program. Each member has its own key (from its seed), so its initialisation, bootstrap masks,
 exploration and env noise are its own; its config is one slice of the stacked member configs
 (`mjx_pbac.algos.base.stack_configs`: the knobs traced, the rest fixed), kept in its agent state,
-and its task's reward constants are in `TrainState.task`.
+and its task's reward constants are in `TrainState.task`. Over several devices (and hosts) the
+member axis is sharded (`mjx_pbac.devices`): each device runs this program on its own members.
 
 The loop knows no algorithm: what an algorithm keeps between env steps to act (PBAC's posterior
 sampling: each instance's active head and counter) is its `acting` state, advanced by
@@ -41,11 +42,13 @@ import jax.numpy as jp
 import numpy as np
 from brax.envs.base import Env, State
 from flax import struct
+from jax.sharding import Mesh, PartitionSpec
 
 from envs.wrappers import wrap_for_training
 from mjx_pbac import replay
 from mjx_pbac.algos.base import AgentState, Algorithm, stack_configs
 from mjx_pbac.config import Schedule, TrainConfig
+from mjx_pbac.devices import AXIS
 from mjx_pbac.disagreement import disagreement_metrics
 
 
@@ -110,8 +113,10 @@ def with_matmul_precision(fn: Callable, precision: str) -> Callable:
     return traced
 
 
-def make_trainer(train: TrainConfig, env: Env, algorithm: Algorithm, donate: bool = True) -> Trainer:
-    """The jitted init / chunk / evaluate functions of a run of `algorithm` on `env`."""
+def make_trainer(train: TrainConfig, env: Env, algorithm: Algorithm, donate: bool = True, mesh: Mesh | None = None) -> Trainer:
+    """The jitted init / chunk / evaluate functions of a run of `algorithm` on `env`; with a
+    `mesh` (`mjx_pbac.devices.layout`), each program runs under `jax.shard_map` over its member
+    axis: every device the same vmapped program on its own members, nothing exchanged."""
     schedule = Schedule.of(train)
     num_envs, updates = train.num_envs, train.updates_per_step
     action_size = env.action_size
@@ -260,7 +265,13 @@ def make_trainer(train: TrainConfig, env: Env, algorithm: Algorithm, donate: boo
         return {"returns": returns, "lengths": lengths}
 
     def jitted(fn: Callable, in_axes: tuple, donated: bool) -> Callable:
-        fn = with_matmul_precision(over_members(fn, in_axes=in_axes), train.matmul_precision)
+        fn = over_members(fn, in_axes=in_axes)
+        if mesh is not None:
+            specs = tuple(PartitionSpec(AXIS) if axis == 0 else PartitionSpec() for axis in in_axes)
+            # check_vma off: the member programs hold scans whose carries start from constants
+            # (replicated) and become per-member; nothing is exchanged, so there is nothing to check.
+            fn = jax.shard_map(fn, mesh=mesh, in_specs=specs, out_specs=PartitionSpec(AXIS), check_vma=False)
+        fn = with_matmul_precision(fn, train.matmul_precision)
         return jax.jit(fn, donate_argnums=(0,) if donated and donate else ())
 
     return Trainer(

@@ -45,19 +45,21 @@ import jax
 import numpy as np
 
 import envs
-from mjx_pbac import algos, checkpoint
+from mjx_pbac import algos, checkpoint, devices
 from mjx_pbac.algos import Algorithm
 from mjx_pbac.checkpoint import CheckpointError
+from mjx_pbac.devices import Layout
 from mjx_pbac.config import Member, RunConfig, Schedule, config_from_dict, config_to_dict, expand_members, parse_overrides
 from mjx_pbac.lifecycle import LOCK_NAME, ExitCode, RunLock, StopSignals, signal_name, write_json
-from mjx_pbac.logger import Progress, RunLogger, truncate_jsonl
+from mjx_pbac.logger import NullLogger, Progress, RunLogger, truncate_jsonl
 from mjx_pbac.loop import VISIT_PREFIX, Trainer, make_trainer, member_inputs, non_finite_metrics
 
 RUNS_ROOT = Path("runs")
 
-CHANGEABLE_ON_RESUME = ("total_steps", "eval_interval", "checkpoint_interval", "keep_checkpoints", "progress", "tensorboard")
+CHANGEABLE_ON_RESUME = ("total_steps", "eval_interval", "checkpoint_interval", "keep_checkpoints", "progress", "tensorboard", "devices")
 """Train settings `--resume` may change (`python train.py --resume DIR --train.total-steps N`):
-they change neither the state's shapes nor what the steps already taken did."""
+they change neither the state's shapes nor what the steps already taken did (a checkpoint holds
+the members, not how they were laid out over devices)."""
 
 MAX_EPISODE_LENGTH = 1_000_000
 """The longest time limit a run accepts: an evaluation steps its episodes to the time limit in
@@ -100,33 +102,43 @@ class Built(NamedTuple):
     members: list[Member]
     task_params: dict[str, Any]
     """Task name -> its constants (`env.task_params()`, None for envs without them)."""
+    layout: Layout
+    """How the members lie over the devices (`mjx_pbac.devices`)."""
 
     def init_state(self):
-        """The members' initial training state (leading axis M)."""
-        pairs = [(m.seed, m.config) for m in self.members]
-        tasks = [self.task_params[m.task] for m in self.members]
-        return self.trainer.init(*member_inputs(pairs, tasks))
+        """The members' initial training state (leading axis: the layout's padded member count,
+        laid out over its devices)."""
+        members = self.layout.pad(self.members)
+        pairs = [(m.seed, m.config) for m in members]
+        tasks = [self.task_params[m.task] for m in members]
+        return self.trainer.init(*self.layout.put(member_inputs(pairs, tasks)))
 
 
 def build(config: RunConfig, donate: bool = True) -> Built:
-    """Env, algorithm, jitted trainer and members of `config`; raises ValueError/TypeError for a
-    bad env name, override, task or sweep."""
+    """Env, algorithm, jitted trainer, members and their layout over the devices of `config`;
+    raises ValueError/TypeError for a bad env name, override, task, sweep or device count."""
     names = config.train.task_names
     env, params = envs.make_family(names, **parse_overrides(config.train.env_overrides))
     members = expand_members(config)
+    layout = devices.layout(len(members), config.train.devices)
     algorithm = algos.make(config.algo, [m.config for m in members], env.observation_size, env.action_size)
-    trainer = make_trainer(config.train, env, algorithm, donate=donate)
-    return Built(env, algorithm, trainer, members, dict(zip(names, params)))
+    trainer = make_trainer(config.train, env, algorithm, donate=donate, mesh=layout.mesh)
+    return Built(env, algorithm, trainer, members, dict(zip(names, params)), layout)
 
 
-def device_description() -> dict[str, Any]:
+def device_description(layout: Layout | None = None) -> dict[str, Any]:
+    """The device kind and count, and (given a layout) how many of them the run uses."""
     device = jax.devices()[0]
-    return {
+    record = {
         "platform": device.platform,
         "device_kind": device.device_kind,
         "device_count": jax.device_count(),
+        "process_count": jax.process_count(),
         "jax": jax.__version__,
     }
+    if layout is not None:
+        record.update(devices_used=layout.devices, padded_members=layout.padded)
+    return record
 
 
 def config_digest(config_record: dict[str, Any]) -> str:
@@ -309,8 +321,7 @@ def train(
     estimate = _preflight(config)
     built = build(config)
     _check_episode_length(built.env)
-    _check_disk(Path(config.train.run_dir) if config.train.run_dir else RUNS_ROOT, config, estimate)
-    run_dir, lock = new_run_dir(config, profile)
+    run_dir, lock = _writer_makes_run_dir(config, profile, estimate)
     try:
         env = built.env
         config_record = config_to_dict(config)
@@ -326,17 +337,36 @@ def train(
             "env_config": dataclasses.asdict(env.config) if dataclasses.is_dataclass(getattr(env, "config", None)) else {},
             "effective_steps": built.trainer.schedule.as_steps(),
             "memory_estimate": estimate,
-            "device": device_description(),
+            "device": device_description(built.layout),
             "created": datetime.now().isoformat(timespec="seconds"),
         }
         return _Run(config, run_dir, built, resume=False, record=record).execute()
     finally:
-        lock.release()
+        if lock is not None:
+            lock.release()
+
+
+def _writer_makes_run_dir(config: RunConfig, profile: str, estimate: dict[str, Any]) -> tuple[Path, RunLock | None]:
+    """(run directory, its lock): made and locked by process 0, its name passed to the others of
+    a multi-process run (which hold no lock and write nothing)."""
+    if devices.is_writer():
+        try:
+            _check_disk(Path(config.train.run_dir) if config.train.run_dir else RUNS_ROOT, config, estimate)
+            run_dir, lock = new_run_dir(config, profile)
+        except BaseException as error:
+            devices.broadcast_text("\0" + str(error))  # the others stop too, with the reason
+            raise
+        devices.broadcast_text(str(run_dir))
+        return run_dir, lock
+    told = devices.broadcast_text("")
+    if told.startswith("\0"):
+        raise RunError(f"process 0 could not start the run: {told[1:]}")
+    return Path(told), None
 
 
 def _resume(run_dir: Path, changes: dict[str, Any]) -> Path:
     read_run_record(run_dir)  # a clear error for a missing or damaged directory before locking it
-    lock = _lock(run_dir)
+    lock = _lock(run_dir) if devices.is_writer() else None  # process 0 holds it for all
     try:
         config, _ = load_run_config(run_dir)
         unknown = sorted(set(changes) - set(CHANGEABLE_ON_RESUME))
@@ -354,14 +384,17 @@ def _resume(run_dir: Path, changes: dict[str, Any]) -> Path:
         _check_disk(run_dir, config, estimate)
         return _Run(config, run_dir, built, resume=True, changes=changes).execute()
     finally:
-        lock.release()
+        if lock is not None:
+            lock.release()
 
 
 class _Run:
     def __init__(self, config: RunConfig, run_dir: Path, built: Built, resume: bool, record: dict | None = None, changes: dict | None = None):
         self.config, self.run_dir, self.built, self.resume = config, run_dir, built, resume
         self.record, self.changes = record, changes or {}
-        self.trainer, self.members = built.trainer, built.members
+        self.trainer, self.members, self.layout = built.trainer, built.members, built.layout
+        self.writer = devices.is_writer()
+        """Whether this process writes the run directory (process 0 of a multi-process run)."""
         self.train = config.train
         self.schedule = self.trainer.schedule
         self.checkpoint_dir = run_dir / "checkpoints"
@@ -374,6 +407,8 @@ class _Run:
     # -- status ---------------------------------------------------------------------------
 
     def _say(self, text: str) -> None:
+        if not self.writer:
+            return
         if self.progress is not None and self.train.progress:
             self.progress.message(text)
         else:
@@ -402,10 +437,10 @@ class _Run:
     def execute(self) -> Path:
         status, message, exit_code, error_text = "failed", "", ExitCode.FAILED, None
         logger, record_status = None, True
-        self.progress = Progress(self.schedule.total_env_steps, self.train.progress)
+        self.progress = Progress(self.schedule.total_env_steps, self.train.progress and self.writer)
         with StopSignals(on_first=self._on_first_signal, on_stop_now=self._on_stop_now) as stop:
             try:
-                if self.record is not None:
+                if self.record is not None and self.writer:
                     write_json(self.run_dir / "config.json", self.record)
                     self._summary("running", "", 0.0)
                 state = self.built.init_state()
@@ -415,9 +450,12 @@ class _Run:
                     self._summary("running", "", elapsed)
                 self.started = time.perf_counter() - elapsed
                 self.env_steps = chunk * self.schedule.chunk_env_steps
-                logger = RunLogger(self.run_dir, self.members, self.train.tensorboard, purge_step=(self.env_steps + 1) if chunk else None)
+                logger = (
+                    RunLogger(self.run_dir, self.members, self.train.tensorboard, purge_step=(self.env_steps + 1) if chunk else None)
+                    if self.writer else NullLogger()
+                )
                 if not self.resume or chunk == 0:
-                    self.progress.message(f"run directory: {self.run_dir} ({len(self.members)} member(s) in one program)")
+                    self.progress.message(f"run directory: {self.run_dir} ({self.layout.describe()}, one program)")
                     for line in self.schedule.adjustments(self.train):
                         self.progress.message(f"note: {line}")
                 status, message = self._loop(state, chunk, logger, stop)
@@ -457,6 +495,8 @@ class _Run:
         return self.run_dir
 
     def _write_error_log(self) -> Path | None:
+        if not self.writer:
+            return None
         path = self.run_dir / "error.log"
         try:
             with open(path, "a") as handle:
@@ -469,7 +509,7 @@ class _Run:
     def _restore(self, template) -> tuple[Any, int, float]:
         """(state, chunk, elapsed) from the newest usable checkpoint; with none, the run starts
         again from step 0 with its earlier outputs set aside in RUN_DIR/attempts/N."""
-        found = checkpoint.restore_newest(self.checkpoint_dir, template, warn=self._say)
+        found = checkpoint.restore_newest(self.checkpoint_dir, self.layout.host_template(template), warn=self._say)
         if found is None:
             aside = self._set_aside_outputs()
             where = f" (the earlier attempt's logs are kept in {aside})" if aside else ""
@@ -477,7 +517,7 @@ class _Run:
             self._record_changes(0)
             self.resume = False
             return template, 0, 0.0
-        state, metadata, path = found
+        host_state, metadata, path = found
         stored = metadata.get("config")
         if stored is not None:
             current = json.loads(json.dumps(config_to_dict(self.config)))
@@ -502,14 +542,15 @@ class _Run:
                 f"{self.schedule.total_env_steps:,}; raise --train.total-steps to continue it"
             )
         self._record_changes(env_steps)
-        for name in ("metrics.jsonl", "eval.jsonl", "visits.jsonl"):
-            truncate_jsonl(self.run_dir / name, env_steps)
-        self._say(f"resuming {self.run_dir} from {path.name} ({env_steps:,} env steps)")
-        return state, chunk, elapsed
+        if self.writer:
+            for name in ("metrics.jsonl", "eval.jsonl", "visits.jsonl"):
+                truncate_jsonl(self.run_dir / name, env_steps)
+        self._say(f"resuming {self.run_dir} from {path.name} ({env_steps:,} env steps, {self.layout.describe()})")
+        return self.layout.restore(host_state, like=template), chunk, elapsed
 
     def _record_changes(self, env_steps: int) -> None:
         """Writes the resume's allowed changes into config.json (config, digest, a history entry)."""
-        if not self.changes:
+        if not self.changes or not self.writer:
             return
         record = read_run_record(self.run_dir)
         before = record["config"]["train"]
@@ -524,6 +565,8 @@ class _Run:
         self._say("changed on resume: " + ", ".join(f"{k} {v[0]} -> {v[1]}" for k, v in entry.items() if k.startswith("train.")))
 
     def _set_aside_outputs(self) -> Path | None:
+        if not self.writer:
+            return None
         present = [self.run_dir / name for name in _OUTPUTS if (self.run_dir / name).exists()]
         if not present:
             return None
@@ -540,22 +583,24 @@ class _Run:
         if chunk == 0:
             self._evaluate(state, 0, logger)
         saved_chunk = chunk
+        requested = devices.agreed_signal(stop.requested)
         while chunk < self.schedule.num_chunks:
-            if stop.requested is not None:
+            if requested is not None:
                 break
             state, chunk = self._chunk(state, chunk, logger, self.progress)
             self.env_steps = env_steps = chunk * self.schedule.chunk_env_steps
             last = chunk == self.schedule.num_chunks
             if chunk % self.schedule.eval_every_chunks == 0 or last:
                 self._evaluate(state, env_steps, logger)
-            if chunk % self.schedule.checkpoint_every_chunks == 0 or last or stop.requested is not None:
+            requested = devices.agreed_signal(stop.requested)  # every process stops after the same chunk
+            if chunk % self.schedule.checkpoint_every_chunks == 0 or last or requested is not None:
                 self._save(state, chunk, time.perf_counter() - self.started)
                 saved_chunk = chunk
         if chunk == self.schedule.num_chunks:
             return "finished", ""
         if saved_chunk != chunk:  # stopped before the first chunk of this process: nothing new to keep
             self._save(state, chunk, time.perf_counter() - self.started)
-        name = signal_name(stop.requested)
+        name = signal_name(requested)
         if chunk == 0:
             return "interrupted", (
                 f"interrupted by {name} before the first chunk; nothing to keep. "
@@ -572,7 +617,7 @@ class _Run:
         function = getattr(self.trainer, name)
         tick = time.perf_counter()
         state, metrics = function(state)
-        metrics = jax.device_get(metrics)  # the one host transfer per chunk (it also waits for it)
+        metrics = self.layout.gather(metrics)  # the one host transfer per chunk (it also waits for it)
         seconds = time.perf_counter() - tick
         first_call = name not in self.called
         self.called.add(name)
@@ -667,7 +712,7 @@ class _Run:
         ]
 
     def _evaluate(self, state, env_steps: int, logger: RunLogger) -> None:
-        result = jax.device_get(self.trainer.evaluate(state))
+        result = self.layout.gather(self.trainer.evaluate(state))
         returns = np.asarray(result["returns"], dtype=float)  # [M, E]
         lengths = np.asarray(result["lengths"])
         self.last_eval = float(returns.mean())
@@ -690,9 +735,12 @@ class _Run:
         )
 
     def _save(self, state, chunk: int, elapsed: float) -> None:
+        members = self.layout.gather(state)  # every process takes part; process 0 writes
+        if not self.writer:
+            return
         checkpoint.save(
             self.checkpoint_dir,
-            state,
+            members,
             env_steps=chunk * self.schedule.chunk_env_steps,
             metadata={"chunk": chunk, "elapsed_s": elapsed, "config": config_to_dict(self.config)},
             keep=self.train.keep_checkpoints,
@@ -701,6 +749,8 @@ class _Run:
     def _summary(self, status: str, message: str, elapsed: float, exit_code: int = ExitCode.FINISHED, error: str | None = None) -> None:
         """Writes summary.json (atomically); a failure to write it is reported, not raised, so it
         never hides the error that ended the run."""
+        if not self.writer:
+            return
         evaluations = []
         try:
             lines = (self.run_dir / "eval.jsonl").read_text().splitlines()

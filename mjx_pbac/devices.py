@@ -1,0 +1,245 @@
+"""Members over devices and hosts, with JAX's own SPMD machinery.
+
+A run's M members (seeds x sweep points x tasks) are independent, so the member axis is the one
+to spread: `layout(M, devices)` lays it over a 1-D mesh (axis "members") of D devices, every
+array of the training state sharded along its leading (member) axis with
+`NamedSharding(mesh, P("members"))`. `loop.make_trainer(..., mesh=...)` wraps each vmapped
+program in `jax.shard_map` over that axis, so each device runs the very program a one-device run
+of M/D members runs, on its own members, with no communication between devices inside a chunk.
+
+Members that do not divide over the devices are padded: the last member is repeated until each
+device holds the same number (M = 10 on 4 devices trains 12, 3 per device). Padding members run
+with their copy's seed, config and task, and everything the host reads back (metrics,
+evaluations, checkpoints) is cut to the M real members, so logs, reports and checkpoints are
+exactly those of the run without padding. When M < D only M devices are used (one per member).
+
+Checkpoints hold the real members only, gathered to the host (`Layout.gather`): a checkpoint
+written on D devices resumes on any number of devices, with the same files as a one-device run.
+
+Several processes (hosts): `initialize_distributed` calls `jax.distributed.initialize` when the
+environment says this process is one of several (JAX_COORDINATOR_ADDRESS with JAX_NUM_PROCESSES
+and JAX_PROCESS_ID, or a SLURM / Open MPI job of several tasks, which JAX detects itself). The
+mesh then spans every device of every process, each process runs the same host loop on the same
+global arrays, and process 0 alone writes the run directory. What the host reads (metrics,
+evaluation returns, checkpoints) is gathered with `multihost_utils.process_allgather`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Any
+
+import jax
+import numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+AXIS = "members"
+"""The mesh axis the member axis is sharded over."""
+
+_DISTRIBUTED_ENV = ("JAX_COORDINATOR_ADDRESS", "JAX_NUM_PROCESSES", "JAX_PROCESS_ID")
+
+
+def _several_tasks(name: str) -> bool:
+    try:
+        return int(os.environ.get(name, "1")) > 1
+    except ValueError:
+        return False
+
+
+def initialize_distributed(environ: dict[str, str] | None = None) -> bool:
+    """`jax.distributed.initialize` when this process is one of several; returns whether it was
+    called. Must run before anything touches a device.
+
+    - JAX_COORDINATOR_ADDRESS=host:port, JAX_NUM_PROCESSES=P and JAX_PROCESS_ID=i (all three):
+      a plain launch, e.g. two processes on one machine or one per host by hand;
+    - a SLURM job step of several tasks (SLURM_NTASKS > 1) or an Open MPI run of several ranks
+      (OMPI_COMM_WORLD_SIZE > 1): JAX reads the coordinator, count and rank itself.
+    Raises ValueError for an incomplete or malformed set of the three variables."""
+    environ = os.environ if environ is None else environ
+    given = [name for name in _DISTRIBUTED_ENV if environ.get(name)]
+    if given:
+        missing = [name for name in _DISTRIBUTED_ENV if name not in given]
+        if missing:
+            raise ValueError(
+                f"{', '.join(given)} set but not {', '.join(missing)}: a multi-process run needs all of "
+                f"{', '.join(_DISTRIBUTED_ENV)} (coordinator host:port, number of processes, this process's index)"
+            )
+        try:
+            count, index = int(environ["JAX_NUM_PROCESSES"]), int(environ["JAX_PROCESS_ID"])
+        except ValueError:
+            raise ValueError(
+                f"JAX_NUM_PROCESSES={environ['JAX_NUM_PROCESSES']!r} and JAX_PROCESS_ID={environ['JAX_PROCESS_ID']!r} "
+                "must be integers"
+            ) from None
+        if count < 1 or not 0 <= index < count:
+            raise ValueError(f"JAX_PROCESS_ID must lie in [0, JAX_NUM_PROCESSES) = [0, {count}), got {index}")
+        jax.distributed.initialize(environ["JAX_COORDINATOR_ADDRESS"], num_processes=count, process_id=index)
+        return True
+    if _several_tasks("SLURM_NTASKS") or _several_tasks("OMPI_COMM_WORLD_SIZE"):
+        jax.distributed.initialize()
+        return True
+    return False
+
+
+def is_writer() -> bool:
+    """Whether this process writes the run directory (process 0; the only one in a one-process run)."""
+    return jax.process_index() == 0
+
+
+@dataclasses.dataclass(frozen=True)
+class Layout:
+    """Where a run's members live: `members` real ones, padded to `padded` over the devices of
+    `mesh` (None: one device, unsharded, the programs exactly as without a mesh)."""
+
+    members: int
+    mesh: Mesh | None = None
+
+    @property
+    def devices(self) -> int:
+        return 1 if self.mesh is None else self.mesh.devices.size
+
+    @property
+    def padded(self) -> int:
+        """The member count the programs run: `members` rounded up to a multiple of `devices`."""
+        return -(-self.members // self.devices) * self.devices
+
+    @property
+    def per_device(self) -> int:
+        return self.padded // self.devices
+
+    @property
+    def sharding(self) -> NamedSharding | None:
+        return None if self.mesh is None else NamedSharding(self.mesh, PartitionSpec(AXIS))
+
+    def describe(self) -> str:
+        """e.g. "10 members over 4 devices (3 per device; 2 padding members, copies of the last, not logged)"."""
+        plural = "s" if self.members != 1 else ""
+        if self.mesh is None:
+            return f"{self.members} member{plural} on one device"
+        pad = self.padded - self.members
+        padding = f"; {pad} padding member{'s' if pad != 1 else ''}, copies of the last, not logged" if pad else ""
+        hosts = jax.process_count()
+        where = f"{self.devices} devices" + (f" of {hosts} processes" if hosts > 1 else "")
+        return f"{self.members} member{plural} over {where} ({self.per_device} per device{padding})"
+
+    def pad(self, items: list[Any]) -> list[Any]:
+        """`items` (one per real member) with the last repeated up to `padded`."""
+        return list(items) + [items[-1]] * (self.padded - len(items))
+
+    def put(self, tree: Any) -> Any:
+        """Host arrays with the padded member axis first -> device arrays laid out over the mesh
+        (every process passes the same values)."""
+        if self.mesh is None:
+            return jax.device_put(tree)
+        sharding = self.sharding
+
+        def place(leaf):
+            host = np.asarray(leaf)
+            return jax.make_array_from_callback(host.shape, sharding, lambda index: host[index])
+
+        return jax.tree.map(place, tree)
+
+    def gather(self, tree: Any) -> Any:
+        """Device arrays with the (padded) member axis first -> numpy arrays of the real members,
+        on every process; PRNG keys become their key data (uint32)."""
+        def fetch(leaf):
+            if leaf is None:
+                return None
+            if _is_key(leaf):
+                leaf = jax.random.key_data(leaf)
+            if isinstance(leaf, jax.Array) and not leaf.is_fully_addressable:
+                from jax.experimental import multihost_utils
+
+                host = multihost_utils.process_allgather(leaf, tiled=True)
+            else:
+                host = np.asarray(jax.device_get(leaf))
+            return host[: self.members] if host.ndim and self.padded != self.members else host
+
+        return jax.tree.map(fetch, tree)
+
+    def host_template(self, state: Any) -> Any:
+        """Shapes and dtypes of `gather(state)` (nothing moves): what a checkpoint of the real
+        members holds."""
+        def shape(leaf):
+            if _is_key(leaf):
+                leaf = jax.eval_shape(jax.random.key_data, leaf)
+            return jax.ShapeDtypeStruct((self.members, *leaf.shape[1:]), leaf.dtype)
+
+        return jax.tree.map(shape, state)
+
+    def restore(self, host: Any, like: Any) -> Any:
+        """The inverse of `gather`: host arrays of the real members -> device arrays of the padded
+        members laid out like `like` (a state of this layout; keys wrapped again)."""
+        def pad(stored):
+            stored = np.asarray(stored)
+            extra = self.padded - self.members
+            return np.concatenate([stored, np.repeat(stored[-1:], extra, axis=0)]) if extra else stored
+
+        placed = self.put(jax.tree.map(pad, host))
+        return jax.tree.map(
+            lambda leaf, template: jax.random.wrap_key_data(leaf, impl=jax.random.key_impl(template)) if _is_key(template) else leaf,
+            placed,
+            like,
+        )
+
+
+def agreed_signal(requested: int | None) -> int | None:
+    """A stop signal received by any process (the largest number), so every process of a
+    multi-process run stops after the same chunk; `requested` itself in a one-process run."""
+    if jax.process_count() == 1:
+        return requested
+    from jax.experimental import multihost_utils
+
+    every = multihost_utils.process_allgather(np.int32(requested or 0))
+    agreed = int(np.max(every))
+    return agreed or None
+
+
+_TEXT_BYTES = 4096
+
+
+def broadcast_text(text: str) -> str:
+    """Process 0's `text` on every process (at most 4,096 bytes of UTF-8); `text` itself in a
+    one-process run."""
+    if jax.process_count() == 1:
+        return text
+    from jax.experimental import multihost_utils
+
+    raw = text.encode()[: _TEXT_BYTES - 4]
+    data = np.zeros(_TEXT_BYTES, np.uint8)
+    data[:4] = np.frombuffer(np.uint32(len(raw)).tobytes(), np.uint8)
+    data[4 : 4 + len(raw)] = np.frombuffer(raw, np.uint8)
+    received = np.asarray(multihost_utils.broadcast_one_to_all(data))
+    length = int(np.frombuffer(received[:4].tobytes(), np.uint32)[0])
+    return received[4 : 4 + length].tobytes().decode(errors="replace")
+
+
+def _is_key(leaf: Any) -> bool:
+    return hasattr(leaf, "dtype") and jax.dtypes.issubdtype(leaf.dtype, jax.dtypes.prng_key)
+
+
+def layout(members: int, devices: int = 0) -> Layout:
+    """The layout of `members` members over `devices` devices (0: every visible device; in a
+    multi-process run every device of every process). Raises ValueError for a device count that
+    is not available."""
+    available = jax.device_count()
+    if devices < 0:
+        raise ValueError(f"train.devices must be >= 0 (0 uses all {available}), got {devices}")
+    if devices > available:
+        raise ValueError(
+            f"train.devices is {devices} but {available} device{'s are' if available != 1 else ' is'} visible "
+            f"({jax.devices()[0].platform}); use at most {available}, or 0 for all"
+        )
+    if jax.process_count() > 1:
+        if devices not in (0, available):
+            raise ValueError(
+                f"a run of {jax.process_count()} processes uses every device of every process ({available}); "
+                f"train.devices must be 0 or {available}, got {devices}"
+            )
+        count = available
+    else:
+        count = min(devices or available, members)
+    if count == 1:
+        return Layout(members)
+    return Layout(members, Mesh(np.asarray(jax.devices()[:count]), (AXIS,)))

@@ -22,8 +22,8 @@ Other commands (`python train.py COMMAND --help`):
   probe       every algorithm on the deep-sea chain at several lengths (seeds and lengths as
               members of one program per algorithm), resumable: seeds that reached the goal,
               first visits, final greedy return, largest length solved, ensemble disagreement.
-  bench-seeds N seeds as one vmapped program against N sequential runs (time, speed-up,
-              device footprint), JSON report.
+  bench-seeds N seeds as one vmapped program against N sequential runs, sharded over 1, 2,
+              ... devices (time, speed-ups, device footprint), JSON report.
   report      the paper's tables (Markdown, LaTeX) and reward curves from finished runs, and
               exploration pictures from their visited states.
   profile     throughput of the training loop (compile time, env steps/s, gradient updates/s,
@@ -212,21 +212,29 @@ def _check_memory(config: RunConfig) -> None:
 
 
 def bench_seeds_command(argv: list[str]) -> None:
-    from mjx_pbac.profiling import ProfileSettings, measure_seed_scaling
+    import jax
+
+    from mjx_pbac.profiling import ProfileSettings, device_counts_up_to, measure_seed_scaling
 
     profile, args = _measurement(cli.BenchSeedsArgs, "bench-seeds", argv)
     if not args.seed_counts or min(args.seed_counts) < 1:
         raise SystemExit(f"error: seed counts must be >= 1, got {args.seed_counts}")
-    _check_memory(dataclasses.replace(args.run, train=dataclasses.replace(args.run.train, num_seeds=max(args.seed_counts))))
+    available = jax.device_count()
+    device_counts = args.device_counts or device_counts_up_to(available)
+    if min(device_counts) < 1 or max(device_counts) > available:
+        raise SystemExit(f"error: device counts must lie in [1, {available}] ({available} visible), got {device_counts}")
+    _check_memory(dataclasses.replace(args.run, train=dataclasses.replace(args.run.train, num_seeds=max(args.seed_counts), devices=1)))
     try:
         settings = ProfileSettings(measure_steps=args.measure_steps, timed_chunks=args.timed_chunks)
     except ValueError as error:
         raise SystemExit(f"error: {error}") from None
-    report = measure_seed_scaling(args.run, profile, args.seed_counts, settings, out=args.out)
+    report = measure_seed_scaling(args.run, profile, args.seed_counts, settings, out=args.out, device_counts=device_counts)
     for row in report["rows"]:
+        spread = f" on {row['devices_used']} device{'s' if row['devices_used'] != 1 else ''}"
         print(
-            f"{row['seeds']:3d} seeds: {row['vmapped_seconds_per_chunk']:.3f} s/chunk vmapped vs "
+            f"{row['seeds']:3d} seeds{spread}: {row['vmapped_seconds_per_chunk']:.3f} s/chunk vs "
             f"{row['sequential_seconds_per_chunk']:.3f} s sequential ({row['speedup_vs_sequential']:.2f}x), "
+            f"{row['speedup_vs_one_device']:.2f}x one device, "
             f"compile {row['compile_s']:.1f} s, program {row['program_bytes'] or 0:,} bytes"
         )
     print(f"wrote {args.out} ({report['device']['device_kind']})")

@@ -69,8 +69,8 @@ def _fields(instance: Any, cls: type) -> dict[str, Any]:
 # checked where TrainConfig checks its own (a malformed --sweep reads as a malformed --train.sweep).
 @dataclasses.dataclass(frozen=True)
 class TrainOptions(TrainConfig):
-    """What to train on, for how long, and what a run writes; --seeds, --devices, --sweep and
-    --tasks are shorthands."""
+    """What to train on, for how long, and what a run writes.
+    --seeds, --devices, --sweep and --tasks are shorthands."""
 
     num_seeds: Annotated[int, tyro.conf.arg(aliases=("--seeds",))] = 1
     devices: Annotated[int, tyro.conf.arg(aliases=("--devices",))] = 0
@@ -129,8 +129,14 @@ def resume_changes(args: list[str], run_dir: str) -> dict[str, Any]:
     from mjx_pbac.runner import CHANGEABLE_ON_RESUME
 
     hints = typing.get_type_hints(TrainConfig)
-    unchanged = tyro.conf.arg(help_behavior_hint="(default: the run's)")
-    train = dataclasses.make_dataclass("train", [(name, Annotated[hints[name] | None, unchanged], None) for name in CHANGEABLE_ON_RESUME])
+    aliases = {"devices": ("--devices",)}  # the training shorthands that stay changeable
+    train = dataclasses.make_dataclass(
+        "train",
+        [
+            (name, Annotated[hints[name] | None, tyro.conf.arg(aliases=aliases.get(name, ()), help_behavior_hint="(default: the run's)")], None)
+            for name in CHANGEABLE_ON_RESUME
+        ],
+    )
     resume = dataclasses.make_dataclass("Resume", [("train", train, dataclasses.field(default_factory=train))])
     description = f"Continues the run in {run_dir} with the config saved in its config.json; only these may change."
     config = (tyro.conf.FlagConversionOff, tyro.conf.DisallowNone)  # None stands for "unchanged" only
@@ -170,12 +176,14 @@ class ProfileArgs:
 
 @dataclasses.dataclass(frozen=True)
 class BenchSeedsArgs:
-    """N seeds as one vmapped program against N sequential runs: time per chunk, speed-up and
-    device footprint for each N; JSON report naming the device."""
+    """N seeds as one vmapped program against N sequential runs, sharded over 1, 2, ... D devices:
+    time per chunk, speed-ups and device footprint for each N and D; JSON report naming the device."""
 
     run: Annotated[RunConfig, tyro.conf.arg(name="")]
     seed_counts: tuple[int, ...] = (1, 2, 4, 8, 10)
     """Numbers of seeds N to measure (1 is always measured: it gives the sequential time)."""
+    device_counts: Annotated[tuple[int, ...], tyro.conf.arg(help_behavior_hint="(default: 1 2 4 ... every visible device)")] = ()
+    """Numbers of devices D to shard each N over (1 is always measured)."""
     measure_steps: int = 0
     """Env steps per timed chunk (rounded up to whole vector steps); 0 picks 20 vector steps."""
     timed_chunks: int = 3

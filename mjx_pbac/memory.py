@@ -489,6 +489,14 @@ def _refusal(needed: int, where: str, part: Part, estimate: MemoryEstimate, avai
     )
 
 
+def _devices_used(config: RunConfig, members: int) -> int:
+    """The devices a run's members are sharded over (`mjx_pbac.devices.layout`'s rule)."""
+    visible = jax.device_count()
+    if jax.process_count() > 1:
+        return visible
+    return max(1, min(config.train.devices or visible, visible, members))
+
+
 def check(
     config: RunConfig,
     estimate: MemoryEstimate | None = None,
@@ -502,8 +510,14 @@ def check(
     the options that shrink it."""
     estimate = estimate if estimate is not None else _estimate(config)
     available = available if available is not None else available_bytes()
-    if estimate.total_device_bytes > SAFETY_FRACTION * available[0]:
-        raise MemoryBudgetError(_refusal(estimate.total_device_bytes, estimate.platform, estimate.dominant(), estimate, available))
+    needed, where = estimate.total_device_bytes, estimate.platform
+    spread = _devices_used(config, estimate.members) if estimate.platform != "cpu" else 1
+    if spread > 1:  # each accelerator holds its share of the members (CPU devices share the host's memory)
+        per_device = -(-estimate.members // spread)
+        needed = estimate.total_device_bytes * per_device // estimate.members
+        where = f"each of {spread} {estimate.platform} devices ({per_device:,} members each)"
+    if needed > SAFETY_FRACTION * available[0]:
+        raise MemoryBudgetError(_refusal(needed, where, estimate.dominant(), estimate, available))
     if estimate.platform != "cpu":
         host = host_available if host_available is not None else host_available_bytes()
         if estimate.checkpoint_host_bytes > SAFETY_FRACTION * host[0]:

@@ -224,22 +224,40 @@ def _program_bytes(compiled) -> int | None:
     )
 
 
-def measure_seed_scaling(
-    config: RunConfig, profile: str, seed_counts: tuple[int, ...], settings: ProfileSettings, out: str | Path | None = None
-) -> dict[str, Any]:
-    """N seeds as one vmapped program against N sequential one-seed runs, for each N.
+def device_counts_up_to(available: int) -> tuple[int, ...]:
+    """1, 2, 4, ... and `available` itself: bench-seeds' default device counts."""
+    counts, count = [], 1
+    while count < available:
+        counts.append(count)
+        count *= 2
+    return (*counts, available)
 
-    For each N: compile time of the N-member chunk program, its device footprint (XLA's memory
-    analysis), and the median time of a training chunk. N sequential runs take N times the
-    one-seed chunk time (measured in the same report, N = 1 is always included) and need one
-    seed's memory at a time. The report is rewritten after every N.
+
+def measure_seed_scaling(
+    config: RunConfig,
+    profile: str,
+    seed_counts: tuple[int, ...],
+    settings: ProfileSettings,
+    out: str | Path | None = None,
+    device_counts: tuple[int, ...] = (1,),
+) -> dict[str, Any]:
+    """N seeds as one vmapped program against N sequential one-seed runs, for each N, on each
+    number of devices D (the members sharded over D devices, `mjx_pbac.devices`).
+
+    For each (N, D): compile time of the N-member chunk program, its footprint per device (XLA's
+    memory analysis), and the median time of a training chunk. N sequential runs take N times the
+    one-seed, one-device chunk time (N = 1 and D = 1 are always measured) and need one seed's
+    memory at a time; `speedup_vs_one_device` compares with the same N on one device. The report
+    is rewritten after every row.
     """
     counts = sorted(set(seed_counts) | {1})
+    spreads = sorted(set(device_counts) | {1})
     report: dict[str, Any] = {
         "profile": profile,
         "device": device_description(),
         "config": config_to_dict(config),
         "timed_chunks": settings.timed_chunks,
+        "device_counts": spreads,
         "rows": [],
     }
 
@@ -248,35 +266,43 @@ def measure_seed_scaling(
             Path(out).write_text(json.dumps(report, indent=2) + "\n")
 
     for count in counts:
-        seeded = dataclasses.replace(config, train=dataclasses.replace(config.train, num_seeds=count, sweep=()))
-        measured = measurement_config(seeded, settings)
-        built = build(measured)
-        state = jax.block_until_ready(built.init_state())
-        tick = time.perf_counter()
-        chunk = built.trainer.train_chunk.lower(state).compile()
-        compile_s = time.perf_counter() - tick
-        state, _ = jax.block_until_ready(built.trainer.warmup_chunk(state))
-        state, _ = jax.block_until_ready(chunk(state))
-        state, seconds = _timed(chunk, state, settings.timed_chunks)
-        median = statistics.median(seconds)
-        chunk_steps = measured.train.chunk_steps
-        row = {
-            "seeds": count,
-            "compile_s": compile_s,
-            "chunk_seconds": seconds,
-            "vmapped_seconds_per_chunk": median,
-            "vmapped_env_steps_per_s": count * chunk_steps / median,
-            "program_bytes": _program_bytes(chunk),
-        }
-        one = report["rows"][0] if report["rows"] else row
-        row["sequential_seconds_per_chunk"] = count * one["vmapped_seconds_per_chunk"]
-        row["speedup_vs_sequential"] = row["sequential_seconds_per_chunk"] / median
-        row["sequential_program_bytes"] = one["program_bytes"]
-        report["rows"].append(row)
-        report["chunk_env_steps"] = chunk_steps
-        report["updates_per_chunk"] = chunk_steps // measured.train.num_envs * measured.train.updates_per_step
-        write()
-        del state, chunk, built
+        for spread in spreads:
+            if spread > count:  # a run never uses more devices than it has members
+                continue
+            seeded = dataclasses.replace(config, train=dataclasses.replace(config.train, num_seeds=count, sweep=(), devices=spread))
+            measured = measurement_config(seeded, settings)
+            built = build(measured)
+            state = jax.block_until_ready(built.init_state())
+            tick = time.perf_counter()
+            chunk = built.trainer.train_chunk.lower(state).compile()
+            compile_s = time.perf_counter() - tick
+            state, _ = jax.block_until_ready(built.trainer.warmup_chunk(state))
+            state, _ = jax.block_until_ready(chunk(state))
+            state, seconds = _timed(chunk, state, settings.timed_chunks)
+            median = statistics.median(seconds)
+            chunk_steps = measured.train.chunk_steps
+            row = {
+                "seeds": count,
+                "devices": spread,
+                "devices_used": built.layout.devices,
+                "padded_members": built.layout.padded,
+                "compile_s": compile_s,
+                "chunk_seconds": seconds,
+                "vmapped_seconds_per_chunk": median,
+                "vmapped_env_steps_per_s": count * chunk_steps / median,
+                "program_bytes": _program_bytes(chunk),
+            }
+            one = report["rows"][0] if report["rows"] else row
+            same_seeds = next((r for r in report["rows"] if r["seeds"] == count and r["devices"] == 1), row)
+            row["sequential_seconds_per_chunk"] = count * one["vmapped_seconds_per_chunk"]
+            row["speedup_vs_sequential"] = row["sequential_seconds_per_chunk"] / median
+            row["speedup_vs_one_device"] = same_seeds["vmapped_seconds_per_chunk"] / median
+            row["sequential_program_bytes"] = one["program_bytes"]
+            report["rows"].append(row)
+            report["chunk_env_steps"] = chunk_steps
+            report["updates_per_chunk"] = chunk_steps // measured.train.num_envs * measured.train.updates_per_step
+            write()
+            del state, chunk, built
     report["memory"] = _peak_memory()
     write()
     return report

@@ -126,6 +126,14 @@ def build(config: RunConfig, donate: bool = True) -> Built:
     return Built(env, algorithm, trainer, members, dict(zip(names, params)), layout)
 
 
+def _build(config: RunConfig) -> Built:
+    """`build`, its refusals of the config (a device count not available) as RunError."""
+    try:
+        return build(config)
+    except ValueError as error:
+        raise RunError(str(error)) from None
+
+
 def device_description(layout: Layout | None = None) -> dict[str, Any]:
     """The device kind and count, and (given a layout) how many of them the run uses."""
     device = jax.devices()[0]
@@ -319,7 +327,7 @@ def train(
     if changes:
         raise ValueError("changes apply to a resumed run only")
     estimate = _preflight(config)
-    built = build(config)
+    built = _build(config)
     _check_episode_length(built.env)
     run_dir, lock = _writer_makes_run_dir(config, profile, estimate)
     try:
@@ -379,7 +387,7 @@ def _resume(run_dir: Path, changes: dict[str, Any]) -> Path:
             except (ValueError, TypeError) as error:
                 raise RunError(f"invalid change on resume: {error}") from None
         estimate = _preflight(config)
-        built = build(config)
+        built = _build(config)
         _check_episode_length(built.env)
         _check_disk(run_dir, config, estimate)
         return _Run(config, run_dir, built, resume=True, changes=changes).execute()

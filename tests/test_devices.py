@@ -1,0 +1,218 @@
+"""Members over devices and processes (mjx_pbac.devices).
+
+The test session has one CPU device. Several devices need
+XLA_FLAGS=--xla_force_host_platform_device_count=N before JAX starts, so the sharded runs happen
+in processes of their own: `tests/sharded_programs.py` (the programs, 4 devices) and `train.py`
+itself (4 devices in one process, or 2 processes of 2 devices joined by jax.distributed on a
+localhost coordinator).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+
+from mjx_pbac import config as run_config
+from mjx_pbac import devices, runner
+
+ROOT = Path(__file__).resolve().parents[1]
+TIMING = ("chunk_seconds", "compiled", "env_steps_per_s", "updates_per_s")
+
+
+def _env(device_count: int, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("JAX_COORDINATOR", "JAX_NUM_PROCESSES", "JAX_PROCESS_ID", "SLURM_", "OMPI_"))}
+    env["XLA_FLAGS"] = f"{env.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count={device_count}".strip()
+    env.update(extra)
+    return env
+
+
+# -- one device (the test session) ----------------------------------------------------------
+
+
+def test_a_run_on_one_device_has_no_mesh_and_refuses_devices_it_does_not_see():
+    layout = devices.layout(5, 0)
+    assert layout.mesh is None and layout.devices == 1 and layout.padded == 5
+    assert layout.describe() == "5 members on one device"
+    with pytest.raises(ValueError, match=r"train.devices is 3 but 1 device is visible \(cpu\); use at most 1, or 0 for all"):
+        devices.layout(5, 3)
+    with pytest.raises(ValueError, match="must be >= 0"):
+        devices.layout(5, -1)
+
+
+def test_a_device_count_that_is_not_there_is_refused_before_a_run_directory_is_made(tmp_path):
+    config = run_config.load_profile("chain")
+    config = dataclasses.replace(config, train=dataclasses.replace(config.train, devices=2, run_dir=str(tmp_path / "run")))
+    with pytest.raises(runner.RunError, match="train.devices is 2 but 1 device is visible"):
+        runner.train(config, profile="chain")
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("environ, message", [
+    ({"JAX_COORDINATOR_ADDRESS": "localhost:1234"}, "set but not JAX_NUM_PROCESSES, JAX_PROCESS_ID"),
+    ({"JAX_COORDINATOR_ADDRESS": "h:1", "JAX_NUM_PROCESSES": "two", "JAX_PROCESS_ID": "0"}, "must be integers"),
+    ({"JAX_COORDINATOR_ADDRESS": "h:1", "JAX_NUM_PROCESSES": "2", "JAX_PROCESS_ID": "2"}, r"must lie in \[0, JAX_NUM_PROCESSES\) = \[0, 2\), got 2"),
+])
+def test_an_incomplete_or_malformed_process_environment_is_refused(environ, message):
+    with pytest.raises(ValueError, match=message):
+        devices.initialize_distributed(environ)
+
+
+def test_one_process_joins_nothing():
+    assert devices.initialize_distributed({}) is False
+    assert devices.initialize_distributed({"SLURM_NTASKS": "1", "OMPI_COMM_WORLD_SIZE": "1"}) is False
+    assert devices.agreed_signal(15) == 15 and devices.agreed_signal(None) is None
+    assert devices.broadcast_text("runs/x") == "runs/x"
+
+
+def test_gather_and_restore_are_inverse_and_keys_survive():
+    """What a checkpoint holds (`gather`: host arrays, keys as key data) and what a resume puts
+    back (`restore`) are the same state."""
+    config = run_config.load_profile("chain")
+    config = dataclasses.replace(config, train=dataclasses.replace(config.train, num_seeds=2, buffer_size=64, batch_size=8))
+    built = runner.build(config, donate=False)
+    state = built.init_state()
+    host = built.layout.gather(state)
+    template = built.layout.host_template(state)
+    assert jax.tree.structure(host) == jax.tree.structure(template)
+    for leaf, shape in zip(jax.tree.leaves(host), jax.tree.leaves(template)):
+        assert isinstance(leaf, np.ndarray) and leaf.shape == shape.shape and leaf.dtype == shape.dtype
+    assert host.key.dtype == np.uint32
+    back = built.layout.restore(host, like=state)
+    assert jax.dtypes.issubdtype(back.key.dtype, jax.dtypes.prng_key)
+    for a, b in zip(jax.tree.leaves(built.layout.gather(back)), jax.tree.leaves(host)):
+        np.testing.assert_array_equal(a, b)
+
+
+# -- four devices (a process of its own) ----------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def sharded(tmp_path_factory):
+    out = tmp_path_factory.mktemp("sharded") / "report.json"
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "tests" / "sharded_programs.py"), str(out)],
+        env=_env(4), cwd=ROOT, capture_output=True, text=True, timeout=900,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(out.read_text())
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("members, padded, tolerance", [(4, 4, 1e-2), (6, 8, 1e-3), (8, 8, 1e-4)])
+def test_members_over_four_devices_train_as_on_one(sharded, members, padded, tolerance):
+    """4, 6 (padded to 8) and 8 chain members, 2 training chunks of 100 gradient steps: each
+    member's state, metrics and evaluation on 4 devices equal those on one device to float32
+    rounding (relative to the value, or absolute below 1). They are not bit-identical: XLA's CPU
+    programs for one member or two per device round their matrix products differently from the
+    M-member program; with one member per device (the unbatched program) the rounding grows
+    most over the 200 updates."""
+    row = sharded[f"members_{members}"]
+    one_device, used, padded_to, _ = row["layout"]
+    assert (one_device, used, padded_to) == (1, 4, padded)
+    assert row["gathered_members"] == members
+    for part in ("state", "metrics", "evaluation"):
+        assert row[part]["max_relative_difference"] < tolerance, (part, row[part])
+        assert row[part]["identical"] >= 1  # counters, seeds, env steps agree exactly
+    assert sharded["device_count"] == 4
+
+
+@pytest.mark.slow
+def test_the_state_is_laid_out_over_the_devices(sharded):
+    """Every array of the 8-member state is split along its member axis, two members on each of
+    the four devices; device 1's members (seeds 2 and 3) match the same two trained alone."""
+    assert len(sharded["shardings"]) == sharded["device_1_vs_alone"]["leaves"]
+    for leaf in sharded["shardings"]:
+        assert leaf["spec"].startswith("P('members'") and leaf["devices"] == 4 and leaf["members_per_shard"] == [2], leaf
+    assert sharded["device_1_vs_alone"]["max_relative_difference"] < 1e-4
+
+
+@pytest.mark.slow
+def test_the_sharded_chunk_stays_on_device_compiles_once_and_exchanges_nothing(sharded):
+    assert sharded["train_chunk"] == {
+        "compiles_in_steady_state": 0, "data_dependent_loops": 0, "conditionals": 0, "collectives": [],
+    }
+
+
+@pytest.mark.slow
+def test_a_checkpoint_of_the_members_resumes_on_any_layout(sharded):
+    """Restored onto its own layout the state continues bit for bit; onto one device, to float32 rounding."""
+    assert sharded["resume_same_layout"]["identical"] == sharded["resume_same_layout"]["leaves"]
+    assert sharded["resume_one_device"]["max_relative_difference"] < 1e-4
+
+
+# -- train.py: two processes, then a resume in one --------------------------------------------
+
+
+def _records(run_dir: Path, name: str) -> list[dict]:
+    records = [json.loads(line) for line in (run_dir / name).read_text().splitlines()]
+    return [{k: v for k, v in r.items() if k not in TIMING} for r in records]
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+CHAIN = ["--profile", "chain", "--seeds", "6", "--train.chunk-steps", "500", "--train.warmup-steps", "500",
+         "--train.checkpoint-interval", "1000", "--train.eval-interval", "1000", "--train.progress", "False"]
+
+
+@pytest.mark.slow
+def test_two_processes_write_one_run_that_resumes_in_one(tmp_path):
+    """Two processes of 2 CPU devices each (jax.distributed, coordinator on localhost) train 6
+    chain members to 2,000 steps: one run directory, written by process 0, bit-identical to the
+    same run in one process of 4 devices. Resumed in one process on 2 devices to 3,000 steps, it
+    continues where it stood: the records to 2,000 steps are kept as they were, and the rest
+    equal the uninterrupted 4-device run's to float32 rounding."""
+    port = _free_port()
+    shared = tmp_path / "two"
+    processes = [
+        subprocess.Popen(
+            [sys.executable, "train.py", *CHAIN, "--train.total-steps", "2000", "--train.run-dir", str(shared)],
+            env=_env(2, JAX_COORDINATOR_ADDRESS=f"127.0.0.1:{port}", JAX_NUM_PROCESSES="2", JAX_PROCESS_ID=str(index)),
+            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )
+        for index in range(2)
+    ]
+    outputs = [process.communicate(timeout=600) for process in processes]
+    for process, (out, err) in zip(processes, outputs):
+        assert process.returncode == 0, err[-3000:]
+    one = tmp_path / "one"
+    done = subprocess.run(
+        [sys.executable, "train.py", *CHAIN, "--train.total-steps", "3000", "--train.run-dir", str(one)],
+        env=_env(4), cwd=ROOT, capture_output=True, text=True, timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+
+    record = json.loads((shared / "config.json").read_text())
+    assert record["device"]["process_count"] == 2 and record["device"]["devices_used"] == 4 and record["device"]["padded_members"] == 8
+    assert sorted(p.name for p in shared.iterdir()) == sorted(p.name for p in one.iterdir())
+    assert sorted(p.name for p in (shared / "checkpoints").iterdir()) == ["step_000001000.npz", "step_000002000.npz"]
+    for name in ("metrics.jsonl", "eval.jsonl", "visits.jsonl"):
+        two_processes = _records(shared, name)
+        assert two_processes and two_processes == [r for r in _records(one, name) if r["env_steps"] <= 2000], name
+    with np.load(shared / "checkpoints" / "step_000002000.npz") as a, np.load(one / "checkpoints" / "step_000002000.npz") as b:
+        assert all(np.array_equal(a[k], b[k]) for k in a.files if k.startswith("leaf_"))
+
+    resumed = subprocess.run(
+        [sys.executable, "train.py", "--resume", str(shared), "--train.total-steps", "3000", "--devices", "2"],
+        env=_env(4), cwd=ROOT, capture_output=True, text=True, timeout=600,
+    )
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert "6 members over 2 devices (3 per device)" in resumed.stderr
+    after, uninterrupted = _records(shared, "eval.jsonl"), _records(one, "eval.jsonl")
+    assert [r["env_steps"] for r in after] == [r["env_steps"] for r in uninterrupted]
+    for a, b in zip(after, uninterrupted):
+        np.testing.assert_allclose(a["returns"], b["returns"], rtol=1e-3, err_msg=str(a["env_steps"]))
+    changes = json.loads((shared / "config.json").read_text())["changes"]
+    assert changes[-1]["train.devices"] == [0, 2] and changes[-1]["at_env_steps"] == 2000

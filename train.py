@@ -290,8 +290,23 @@ def _sets_what_is_chosen(rest: list[str]) -> bool:
     )
 
 
+def _one_process(command: str) -> None:
+    """Refuses `command` in a multi-process launch: it plans its runs from what is on disk between
+    runs, which only one process can do consistently (on a multi-GPU host, one process uses
+    every GPU)."""
+    import jax
+
+    if jax.process_count() > 1:
+        raise SystemExit(
+            f"error: train.py {command} runs in one process (it uses every device of its host); on several hosts, "
+            "run each of its runs with the training command (README: Several devices and hosts)"
+        )
+
+
 def table_command(argv: list[str]) -> None:
     from mjx_pbac.table import BLOCKS, plan, run_table
+
+    _one_process("table")
 
     args, rest = cli.parse(cli.TableArgs, argv, "train.py table", known_only=True)
     if (args.block is None) == (args.tasks is None):
@@ -324,6 +339,8 @@ def probe_command(argv: list[str]) -> None:
     import json
 
     from mjx_pbac import runner
+
+    _one_process("probe")
     from mjx_pbac.config import parse_overrides as parse
     from mjx_pbac.probe import VARIANTS, known_answers, task_name, variant_args, write_probe_report
     from mjx_pbac.table import Program, run_table

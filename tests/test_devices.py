@@ -184,7 +184,12 @@ def test_two_processes_write_one_run_that_resumes_in_one(tmp_path):
         )
         for index in range(2)
     ]
-    outputs = [process.communicate(timeout=600) for process in processes]
+    try:
+        outputs = [process.communicate(timeout=600) for process in processes]
+    finally:  # a process left waiting for its peer (a failed start) is not left behind
+        for process in processes:
+            if process.poll() is None:
+                process.kill()
     for process, (out, err) in zip(processes, outputs):
         assert process.returncode == 0, err[-3000:]
     one = tmp_path / "one"
@@ -216,3 +221,27 @@ def test_two_processes_write_one_run_that_resumes_in_one(tmp_path):
         np.testing.assert_allclose(a["returns"], b["returns"], rtol=1e-3, err_msg=str(a["env_steps"]))
     changes = json.loads((shared / "config.json").read_text())["changes"]
     assert changes[-1]["train.devices"] == [0, 2] and changes[-1]["at_env_steps"] == 2000
+
+
+@pytest.mark.slow
+def test_table_refuses_a_multi_process_launch(tmp_path):
+    """table plans each run from what the previous ones left on disk, which one process does
+    consistently; launched as two processes, both refuse in one line instead of diverging."""
+    port = _free_port()
+    processes = [
+        subprocess.Popen(
+            [sys.executable, "train.py", "table", "--tasks", "chain", "--out", str(tmp_path / "table")],
+            env=_env(1, JAX_COORDINATOR_ADDRESS=f"127.0.0.1:{port}", JAX_NUM_PROCESSES="2", JAX_PROCESS_ID=str(index)),
+            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )
+        for index in range(2)
+    ]
+    try:
+        outputs = [process.communicate(timeout=300) for process in processes]
+    finally:
+        for process in processes:
+            if process.poll() is None:
+                process.kill()
+    for process, (_, err) in zip(processes, outputs):
+        assert process.returncode == 2 and "train.py table runs in one process" in err, err[-2000:]
+    assert not (tmp_path / "table").exists()

@@ -78,17 +78,20 @@ def test_variants_train_without_nan(variant):
 @pytest.mark.slow
 def test_each_loss_moves_only_its_own_parameters():
     """One PBAC update under different learning rates: the actor lr changes only the actor, the
-    temperature lr only log alpha, the critic lr the critics, their Polyak targets and (because
-    the actor step scores heads with the just-updated critics, Algorithm 1's order) the actor, never
-    alpha. So the actor and temperature losses send no gradient into the critics."""
+    temperature lr only log alpha, the critic lr the critics and their Polyak targets, never
+    alpha. So the actor and temperature losses send no gradient into the critics. The critic lr
+    also reaches the actor (its step scores heads with the just-updated critics, Algorithm 1's
+    order), which shows after two updates: within one, Adam's first step is about lr x sign(grad)
+    and hides the critics' change but for last-bit rounding."""
     env = CountingEnv()
     batch = value_batch([1.0, 2.0, 3.0, 4.0])
 
-    def updated(**lrs):
+    def updated(steps=1, **lrs):
         config = dataclasses.replace(SMALL, **lrs)
         algorithm = pbac.make(config, env.observation_size, env.action_size)
-        agent = algorithm.init(jax.random.key(0), config)
-        new, _ = algorithm.update(agent, batch, jax.random.key(1), jp.asarray(1))
+        agent = new = algorithm.init(jax.random.key(0), config)
+        for step in range(steps):
+            new, _ = algorithm.update(new, batch, jax.random.key(1 + step), jp.asarray(1))
         return agent, new
 
     def same(a, b):
@@ -99,11 +102,16 @@ def test_each_loss_moves_only_its_own_parameters():
     assert not same(before.actor_params, base.actor_params)
     assert not same(before.log_alpha, base.log_alpha)
     groups = {
-        "critic_lr": ("critic_params", "target_critic_params", "actor_params"),
+        "critic_lr": ("critic_params", "target_critic_params"),
         "actor_lr": ("actor_params",),
         "alpha_lr": ("log_alpha",),
     }
     for lr, moved in groups.items():
         _, other = updated(**{lr: 0.1})
         for name in ("critic_params", "target_critic_params", "actor_params", "log_alpha"):
+            if lr == "critic_lr" and name == "actor_params":
+                continue  # within one update only through rounding; see below
             assert same(getattr(base, name), getattr(other, name)) == (name not in moved), (lr, name)
+    _, twice = updated(steps=2)
+    _, twice_fast_critics = updated(steps=2, critic_lr=0.1)
+    assert not same(twice.actor_params, twice_fast_critics.actor_params)

@@ -48,8 +48,8 @@ import envs
 from mjx_pbac import algos, checkpoint, devices
 from mjx_pbac.algos import Algorithm
 from mjx_pbac.checkpoint import CheckpointError
-from mjx_pbac.devices import Layout
 from mjx_pbac.config import Member, RunConfig, Schedule, config_from_dict, config_to_dict, expand_members, parse_overrides
+from mjx_pbac.devices import Layout
 from mjx_pbac.lifecycle import LOCK_NAME, ExitCode, RunLock, StopSignals, signal_name, write_json
 from mjx_pbac.logger import NullLogger, Progress, RunLogger, truncate_jsonl
 from mjx_pbac.loop import VISIT_PREFIX, Trainer, make_trainer, member_inputs, non_finite_metrics

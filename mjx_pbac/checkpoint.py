@@ -53,7 +53,8 @@ def _crc(array: np.ndarray) -> int:
     return zlib.crc32(np.ascontiguousarray(array).view(np.uint8).reshape(-1).data)
 
 
-def _is_key(leaf: Any) -> bool:
+def is_key(leaf: Any) -> bool:
+    """Whether `leaf` is a typed PRNG key array (stored as its key data)."""
     return hasattr(leaf, "dtype") and jax.dtypes.issubdtype(leaf.dtype, jax.dtypes.prng_key)
 
 
@@ -61,7 +62,7 @@ def save(directory: str | os.PathLike, state: Any, env_steps: int, metadata: dic
     """Writes `directory/step_<env_steps>.npz` and deletes all but the `keep` newest."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    leaves = jax.tree.leaves(jax.device_get(jax.tree.map(lambda x: jax.random.key_data(x) if _is_key(x) else x, state)))
+    leaves = jax.tree.leaves(jax.device_get(jax.tree.map(lambda x: jax.random.key_data(x) if is_key(x) else x, state)))
     arrays = {f"leaf_{i:05d}": np.asarray(leaf) for i, leaf in enumerate(leaves)}
     record = dict(metadata, env_steps=int(env_steps), num_leaves=len(leaves), crc32=[_crc(a) for a in arrays.values()], format=FORMAT)
     arrays["__metadata__"] = np.frombuffer(json.dumps(record).encode(), dtype=np.uint8)
@@ -144,7 +145,7 @@ def restore(path: str | os.PathLike, template: Any) -> tuple[Any, dict[str, Any]
     for i, (like, stored) in enumerate(zip(template_leaves, stored_leaves)):
         if crcs is not None and (i >= len(crcs) or _crc(stored) != crcs[i]):
             raise CheckpointDamaged(f"checkpoint {path}: array {i} fails its CRC-32 check (the file was damaged)")
-        if _is_key(like):
+        if is_key(like):
             _check(path, i, stored, jax.random.key_data(like))
             leaves.append(jax.random.wrap_key_data(stored, impl=jax.random.key_impl(like)))
         else:

@@ -34,6 +34,8 @@ import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
+from mjx_pbac.checkpoint import is_key
+
 AXIS = "members"
 """The mesh axis the member axis is sharded over."""
 
@@ -146,7 +148,7 @@ class Layout:
         def fetch(leaf):
             if leaf is None:
                 return None
-            if _is_key(leaf):
+            if is_key(leaf):
                 leaf = jax.random.key_data(leaf)
             if isinstance(leaf, jax.Array) and not leaf.is_fully_addressable:
                 from jax.experimental import multihost_utils
@@ -162,7 +164,7 @@ class Layout:
         """Shapes and dtypes of `gather(state)` (nothing moves): what a checkpoint of the real
         members holds."""
         def shape(leaf):
-            if _is_key(leaf):
+            if is_key(leaf):
                 leaf = jax.eval_shape(jax.random.key_data, leaf)
             return jax.ShapeDtypeStruct((self.members, *leaf.shape[1:]), leaf.dtype)
 
@@ -178,7 +180,7 @@ class Layout:
 
         placed = self.put(jax.tree.map(pad, host))
         return jax.tree.map(
-            lambda leaf, template: jax.random.wrap_key_data(leaf, impl=jax.random.key_impl(template)) if _is_key(template) else leaf,
+            lambda leaf, template: jax.random.wrap_key_data(leaf, impl=jax.random.key_impl(template)) if is_key(template) else leaf,
             placed,
             like,
         )
@@ -215,8 +217,12 @@ def broadcast_text(text: str) -> str:
     return received[4 : 4 + length].tobytes().decode(errors="replace")
 
 
-def _is_key(leaf: Any) -> bool:
-    return hasattr(leaf, "dtype") and jax.dtypes.issubdtype(leaf.dtype, jax.dtypes.prng_key)
+def devices_used(members: int, devices: int, available: int, processes: int = 1) -> int:
+    """How many devices a run of `members` members asked for `devices` (0: all) uses: every
+    device of every process in a multi-process run, else at most one per member."""
+    if processes > 1:
+        return available
+    return max(1, min(devices or available, available, members))
 
 
 def layout(members: int, devices: int = 0) -> Layout:
@@ -231,15 +237,12 @@ def layout(members: int, devices: int = 0) -> Layout:
             f"train.devices is {devices} but {available} device{'s are' if available != 1 else ' is'} visible "
             f"({jax.devices()[0].platform}); use at most {available}, or 0 for all"
         )
-    if jax.process_count() > 1:
-        if devices not in (0, available):
-            raise ValueError(
-                f"a run of {jax.process_count()} processes uses every device of every process ({available}); "
-                f"train.devices must be 0 or {available}, got {devices}"
-            )
-        count = available
-    else:
-        count = min(devices or available, members)
+    if jax.process_count() > 1 and devices not in (0, available):
+        raise ValueError(
+            f"a run of {jax.process_count()} processes uses every device of every process ({available}); "
+            f"train.devices must be 0 or {available}, got {devices}"
+        )
+    count = devices_used(members, devices, available, jax.process_count())
     if count == 1:
         return Layout(members)
     return Layout(members, Mesh(np.asarray(jax.devices()[:count]), (AXIS,)))

@@ -56,6 +56,7 @@ import jax
 import numpy as np
 
 from mjx_pbac.config import RunConfig, config_to_dict, parse_overrides, parse_sweep, parse_task_overrides
+from mjx_pbac.devices import devices_used
 
 SAFETY_FRACTION = 0.9
 """A run may use at most this share of the available memory (the rest for XLA's scratch space,
@@ -489,14 +490,6 @@ def _refusal(needed: int, where: str, part: Part, estimate: MemoryEstimate, avai
     )
 
 
-def _devices_used(config: RunConfig, members: int) -> int:
-    """The devices a run's members are sharded over (`mjx_pbac.devices.layout`'s rule)."""
-    visible = jax.device_count()
-    if jax.process_count() > 1:
-        return visible
-    return max(1, min(config.train.devices or visible, visible, members))
-
-
 def check(
     config: RunConfig,
     estimate: MemoryEstimate | None = None,
@@ -511,11 +504,13 @@ def check(
     estimate = estimate if estimate is not None else _estimate(config)
     available = available if available is not None else available_bytes()
     needed, where = estimate.total_device_bytes, estimate.platform
-    spread = _devices_used(config, estimate.members) if estimate.platform != "cpu" else 1
+    spread = 1
+    if estimate.platform != "cpu":
+        spread = devices_used(estimate.members, config.train.devices, jax.device_count(), jax.process_count())
     if spread > 1:  # each accelerator holds its share of the members (CPU devices share the host's memory)
         per_device = -(-estimate.members // spread)
         needed = estimate.total_device_bytes * per_device // estimate.members
-        where = f"each of {spread} {estimate.platform} devices ({per_device:,} members each)"
+        where = f"each of {spread} {estimate.platform} devices ({per_device:,} member{'s' if per_device != 1 else ''} each)"
     if needed > SAFETY_FRACTION * available[0]:
         raise MemoryBudgetError(_refusal(needed, where, estimate.dominant(), estimate, available))
     if estimate.platform != "cpu":

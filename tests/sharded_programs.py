@@ -123,6 +123,15 @@ def main(out: str) -> None:
     elsewhere, _ = single.trainer.train_chunk(single.layout.restore(saved, like=template))
     report["resume_same_layout"] = compare(built.layout.gather(continued), built.layout.gather(reference))
     report["resume_one_device"] = compare(single.layout.gather(elsewhere), built.layout.gather(reference))
+
+    # bench-seeds across devices: a row per (seeds, devices), each with its speed-ups.
+    from mjx_pbac.profiling import ProfileSettings, measure_seed_scaling
+
+    scaling = measure_seed_scaling(chain(1, devices=1), "chain", (2,), ProfileSettings(measure_steps=20, timed_chunks=1), device_counts=(1, 2))
+    report["bench_seeds"] = [
+        {key: row[key] for key in ("seeds", "devices", "devices_used", "padded_members", "speedup_vs_one_device", "vmapped_seconds_per_chunk")}
+        for row in scaling["rows"]
+    ]
     Path(out).write_text(json.dumps(report, indent=1))
 
 

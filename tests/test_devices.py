@@ -73,6 +73,36 @@ def test_one_process_joins_nothing():
     assert devices.broadcast_text("runs/x") == "runs/x"
 
 
+def test_how_many_devices_a_run_uses():
+    assert devices.devices_used(members=10, devices=0, available=8) == 8
+    assert devices.devices_used(members=3, devices=0, available=8) == 3  # never more than members
+    assert devices.devices_used(members=10, devices=2, available=8) == 2
+    assert devices.devices_used(members=3, devices=0, available=8, processes=2) == 8  # every device of every process
+
+
+def test_the_processes_agree_on_a_stop_and_on_process_0s_text(monkeypatch):
+    """As two processes see them (the collectives replaced by what they return): a signal on any
+    process stops all; process 0's text, any length and script, reaches the others whole."""
+    from jax.experimental import multihost_utils
+
+    monkeypatch.setattr(devices.jax, "process_count", lambda: 2)
+    monkeypatch.setattr(multihost_utils, "process_allgather", lambda value: np.asarray([0, 15]))
+    assert devices.agreed_signal(None) == 15
+    monkeypatch.setattr(multihost_utils, "process_allgather", lambda value: np.asarray([0, 0]))
+    assert devices.agreed_signal(None) is None
+    monkeypatch.setattr(multihost_utils, "broadcast_one_to_all", lambda data: data)
+    for text in ("runs/chain-s0-20261127", "\0process 0: run directory exists, überall", ""):
+        assert devices.broadcast_text(text) == text
+    assert len(devices.broadcast_text("x" * 10_000).encode()) == 4092  # cut to the buffer
+
+
+def test_bench_seeds_refuses_device_counts_that_are_not_there(capsys):
+    import train
+
+    assert train.run(["bench-seeds", "--profile", "chain", "--device-counts", "1", "2", "--out", "/nonexistent/x.json"]) == 2
+    assert "device counts must lie in [1, 1] (1 visible), got (1, 2)" in capsys.readouterr().err
+
+
 def test_gather_and_restore_are_inverse_and_keys_survive():
     """What a checkpoint holds (`gather`: host arrays, keys as key data) and what a resume puts
     back (`restore`) are the same state."""
@@ -149,6 +179,14 @@ def test_a_checkpoint_of_the_members_resumes_on_any_layout(sharded):
     assert sharded["resume_one_device"]["max_relative_difference"] < 1e-4
 
 
+@pytest.mark.slow
+def test_bench_seeds_times_each_seed_count_on_each_device_count(sharded):
+    rows = sharded["bench_seeds"]
+    assert [(r["seeds"], r["devices"], r["devices_used"], r["padded_members"]) for r in rows] == [(1, 1, 1, 1), (2, 1, 1, 2), (2, 2, 2, 2)]
+    assert rows[1]["speedup_vs_one_device"] == 1.0
+    assert rows[2]["speedup_vs_one_device"] == pytest.approx(rows[1]["vmapped_seconds_per_chunk"] / rows[2]["vmapped_seconds_per_chunk"])
+
+
 # -- train.py: two processes, then a resume in one --------------------------------------------
 
 
@@ -163,6 +201,28 @@ def _free_port() -> int:
         return probe.getsockname()[1]
 
 
+def _two_processes(args: list[str], device_count: int, timeout: int = 600) -> list[tuple[int, str]]:
+    """`train.py args` as processes 0 and 1 of a jax.distributed run (coordinator on localhost,
+    `device_count` CPU devices each): [(exit code, stderr)] per process. A process still waiting
+    for its peer at the end (a failed start) is killed, not left behind."""
+    port = _free_port()
+    processes = [
+        subprocess.Popen(
+            [sys.executable, "train.py", *args],
+            env=_env(device_count, JAX_COORDINATOR_ADDRESS=f"127.0.0.1:{port}", JAX_NUM_PROCESSES="2", JAX_PROCESS_ID=str(index)),
+            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )
+        for index in range(2)
+    ]
+    try:
+        outputs = [process.communicate(timeout=timeout) for process in processes]
+    finally:
+        for process in processes:
+            if process.poll() is None:
+                process.kill()
+    return [(process.returncode, err) for process, (_, err) in zip(processes, outputs)]
+
+
 CHAIN = ["--profile", "chain", "--seeds", "6", "--train.chunk-steps", "500", "--train.warmup-steps", "500",
          "--train.checkpoint-interval", "1000", "--train.eval-interval", "1000", "--train.progress", "False"]
 
@@ -174,24 +234,9 @@ def test_two_processes_write_one_run_that_resumes_in_one(tmp_path):
     same run in one process of 4 devices. Resumed in one process on 2 devices to 3,000 steps, it
     continues where it stood: the records to 2,000 steps are kept as they were, and the rest
     equal the uninterrupted 4-device run's to float32 rounding."""
-    port = _free_port()
     shared = tmp_path / "two"
-    processes = [
-        subprocess.Popen(
-            [sys.executable, "train.py", *CHAIN, "--train.total-steps", "2000", "--train.run-dir", str(shared)],
-            env=_env(2, JAX_COORDINATOR_ADDRESS=f"127.0.0.1:{port}", JAX_NUM_PROCESSES="2", JAX_PROCESS_ID=str(index)),
-            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        )
-        for index in range(2)
-    ]
-    try:
-        outputs = [process.communicate(timeout=600) for process in processes]
-    finally:  # a process left waiting for its peer (a failed start) is not left behind
-        for process in processes:
-            if process.poll() is None:
-                process.kill()
-    for process, (out, err) in zip(processes, outputs):
-        assert process.returncode == 0, err[-3000:]
+    for code, err in _two_processes([*CHAIN, "--train.total-steps", "2000", "--train.run-dir", str(shared)], device_count=2):
+        assert code == 0, err[-3000:]
     one = tmp_path / "one"
     done = subprocess.run(
         [sys.executable, "train.py", *CHAIN, "--train.total-steps", "3000", "--train.run-dir", str(one)],
@@ -227,21 +272,6 @@ def test_two_processes_write_one_run_that_resumes_in_one(tmp_path):
 def test_table_refuses_a_multi_process_launch(tmp_path):
     """table plans each run from what the previous ones left on disk, which one process does
     consistently; launched as two processes, both refuse in one line instead of diverging."""
-    port = _free_port()
-    processes = [
-        subprocess.Popen(
-            [sys.executable, "train.py", "table", "--tasks", "chain", "--out", str(tmp_path / "table")],
-            env=_env(1, JAX_COORDINATOR_ADDRESS=f"127.0.0.1:{port}", JAX_NUM_PROCESSES="2", JAX_PROCESS_ID=str(index)),
-            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        )
-        for index in range(2)
-    ]
-    try:
-        outputs = [process.communicate(timeout=300) for process in processes]
-    finally:
-        for process in processes:
-            if process.poll() is None:
-                process.kill()
-    for process, (_, err) in zip(processes, outputs):
-        assert process.returncode == 2 and "train.py table runs in one process" in err, err[-2000:]
+    for code, err in _two_processes(["table", "--tasks", "chain", "--out", str(tmp_path / "table")], device_count=1, timeout=300):
+        assert code == 2 and "train.py table runs in one process" in err, err[-2000:]
     assert not (tmp_path / "table").exists()

@@ -212,3 +212,21 @@ def test_huge_num_envs_is_refused_naming_the_env_step():
     message = str(refused.value)
     assert "(env step " in message and "num_envs 100,000,000 x 1 member x " in message
     assert message.endswith("lower train.num_envs")
+
+
+def test_on_several_accelerators_each_holds_its_share_of_the_members(monkeypatch):
+    """4 members on 4 GPUs: each device needs a quarter of the run's device memory, and a budget
+    between a quarter and the whole is enough; on one GPU the same budget refuses the run, and
+    the refusal names the per-device need."""
+    config = _config(num_seeds=4)
+    on_gpu = memory.estimate(config, platform="gpu")
+    quarter = on_gpu.total_device_bytes // 4
+    budget = (int(2 * quarter / memory.SAFETY_FRACTION), "test")
+    host = (100 * GiB, "host test")
+    with pytest.raises(memory.MemoryBudgetError, match=r"needs about .* on gpu \("):
+        memory.check(config, on_gpu, available=budget, host_available=host)
+    monkeypatch.setattr(memory.jax, "device_count", lambda: 4)
+    memory.check(config, on_gpu, available=budget, host_available=host)
+    tight = (int(0.5 * quarter / memory.SAFETY_FRACTION), "test")
+    with pytest.raises(memory.MemoryBudgetError, match=r"on each of 4 gpu devices \(1 member each\)"):
+        memory.check(config, on_gpu, available=tight, host_available=host)

@@ -204,13 +204,14 @@ class TableArgs:
     every run, e.g. --train.total-steps 20000 for a short trial."""
 
     block: Annotated[str | None, tyro.conf.arg(metavar="BLOCK")] = None
-    """dmc | dense | delayed | mujoco (dense + delayed) | table1 (all three blocks)."""
+    """dmc | dense | delayed | mujoco (dense + delayed) | table1 (all three blocks) | metaworld
+    (= table2: the paper's Table 2, sparse Meta-World, 5 seeds in the paper: --seeds 5)."""
     tasks: Annotated[str | None, tyro.conf.arg(metavar="T1,T2,...")] = None
     """Instead of a block: any profiles, comma-separated (e.g. chain)."""
     algos: Annotated[str, tyro.conf.arg(metavar="A1,A2,...")] = ",".join(PAPER_ALGOS)
     """Comma-separated algorithms (--algo's choices); by default the paper's columns."""
     seeds: int = 10
-    """Seeds per run (the paper's 10)."""
+    """Seeds per run (the paper's 10; 5 for Meta-World)."""
     out: Annotated[str | None, tyro.conf.arg(metavar="DIR", help_behavior_hint="(default: tables/BLOCK)")] = None
     """The table directory."""
     group_tasks: bool = True

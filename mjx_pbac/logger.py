@@ -1,7 +1,7 @@
 """What a run writes while it trains: JSON lines, TensorBoard scalars and a progress bar.
 
 `metrics.jsonl` has one record per member per chunk, `eval.jsonl` one per member per evaluation
-(with every episode's return), `visits.jsonl` where each member's first env instance was, every
+(with every episode's return, and the success rate for envs that report success), `visits.jsonl` where each member's first env instance was, every
 `visit_interval` env steps. On resume, both are cut back to the checkpoint's step and TensorBoard purges the events
 after it, so no step is ever logged twice.
 """
@@ -93,6 +93,8 @@ class RunLogger:
             writer.add_scalar("eval/return_mean", record["return_mean"], step)
             writer.add_scalar("eval/return_std", record["return_std"], step)
             writer.add_scalar("eval/length_mean", record["length_mean"], step)
+            if "success_rate" in record:  # envs that report success (Meta-World)
+                writer.add_scalar("eval/success_rate", record["success_rate"], step)
 
     def log_visits(self, records: list[dict[str, Any]]) -> None:
         if records:
@@ -150,8 +152,10 @@ class Progress:
         eval_return: float | None,
         members: int = 1,
         phase: str = "train",
+        eval_success: float | None = None,
     ) -> None:
-        """`env_steps` and `chunk_steps` per member; the rates shown cover all `members`. The
+        """`env_steps` and `chunk_steps` per member; the rates shown cover all `members`;
+        `eval_success` (envs that report success) is the last evaluation's success rate. The
         speed (and so the time left) is averaged over the recent chunks of the current phase:
         warm-up chunks, which do no updates, would make the estimate far too short."""
         if not self.enabled:
@@ -164,6 +168,8 @@ class Progress:
         fraction = env_steps / self.total
         bar = "#" * int(24 * fraction) + "-" * (24 - int(24 * fraction))
         evaluation = f" | eval {eval_return:9.2f}" if eval_return is not None else ""
+        if eval_success is not None:
+            evaluation += f" success {100 * eval_success:5.1f}%"
         line = (
             f"[{bar}] {100 * fraction:5.1f}% {env_steps:>9,}/{self.total:,} | "
             f"{members * steps_per_s:8,.0f} env steps/s | {updates_per_s:8,.1f} updates/s{evaluation} | "

@@ -30,7 +30,9 @@ Per chunk, besides the update metrics: the ensemble's disagreement at the end of
 (`mjx_pbac.disagreement`, on one minibatch of stored states), and for envs whose metrics include
 `goal` (1 at a step that ends in a goal zone, as the chains'), `goal_steps` (instance steps in
 the goal during the chunk) and `goal_first_iteration` (the first iteration of the chunk where an
-instance was in the goal, -1 if none), from which the host records the first visit.
+instance was in the goal, -1 if none), from which the host records the first visit. For envs
+that report success (`reports_success`, Meta-World: reward = success at that step, so an episode
+succeeded iff its return > 0), `success_sum` counts the episodes of the chunk that succeeded.
 """
 
 from __future__ import annotations
@@ -90,7 +92,8 @@ class Trainer(NamedTuple):
     step. Metrics are [M] (or [M, iterations] for "visit/..." keys)."""
     evaluate: Callable[[TrainState], dict]
     """evaluate(state) -> {"returns": [M, E], "lengths": [M, E]}, with keys from each member's
-    seed and step count (evaluation never consumes training randomness)."""
+    seed and step count (evaluation never consumes training randomness). For an env that reports
+    success, the host reads an episode's success as return > 0 (`runner`)."""
     update_chunk: Callable[[TrainState], tuple[TrainState, dict]]
     """Only the gradient steps of a training chunk (no env step): `train.py profile` times it
     to split a training step into its phases."""
@@ -120,6 +123,7 @@ def make_trainer(train: TrainConfig, env: Env, algorithm: Algorithm, donate: boo
     schedule = Schedule.of(train)
     num_envs, updates = train.num_envs, train.updates_per_step
     action_size = env.action_size
+    reports_success = bool(getattr(env, "reports_success", False))
 
     def env_of(task: Any) -> Env:
         """This member's env: `env` with the member's task constants (traced)."""
@@ -165,6 +169,8 @@ def make_trainer(train: TrainConfig, env: Env, algorithm: Algorithm, donate: boo
             "return_sum": jp.sum(jp.where(ended, info["completed_return"], 0.0)),
             "length_sum": jp.sum(jp.where(ended, info["completed_length"], 0)),
         }
+        if reports_success:  # an episode succeeded iff it earned any reward (reward = success)
+            episodes["success_sum"] = jp.sum(jp.logical_and(ended, info["completed_return"] > 0)).astype(jp.int32)
         if "goal" in next_state.metrics:
             episodes["goal_steps"] = jp.sum(next_state.metrics["goal"] > 0).astype(jp.int32)
         # Where instance 0 is after this step (its env's scalar metrics), for exploration plots.

@@ -1,11 +1,12 @@
-"""Finished runs in, the paper's tables and figures out (paper Table 1 and reward curves; README "Design decisions" (statistics)).
+"""Finished runs in, the paper's tables and figures out (paper Tables 1 and 2, reward and success curves; README "Design decisions" (statistics)).
 
 Reads run directories from disk only (it never imports the training loop or JAX):
 
   RUN_DIR/config.json   {"profile", "algorithm", "config": {"train": {"env", ...}, ...},
                          "members": [{"index", "seed", "label", "overrides"}, ...]}
   RUN_DIR/eval.jsonl    per member per evaluation: {"env_steps", "member", "seed", "label",
-                         "return_mean", ...}
+                         "return_mean", ...}, and "success_rate" for envs that report success
+                         (Meta-World)
   RUN_DIR/summary.json  {"status": "finished" | "interrupted" | "diverged", ...}
   RUN_DIR/visits.jsonl  per member per recorded visit: {"env_steps", "member", "seed", "label",
                          "state": {"x_position", ...}} (only `plot_exploration` reads it)
@@ -17,8 +18,12 @@ task, or per batch of seeds) may fill one table. A seed is identified by the mem
 
 - `load_runs`: the per-seed evaluation curves of every (task, method), checked for consistency;
 - `results_tables`: Markdown and LaTeX tables, (a) final episode reward and (b) AULC, as
-  "IQM [lower, upper]" with the bold rule of `stats.bold`;
-- `plot_curves`: one PNG per task, IQM line and interquartile band per method;
+  "IQM [lower, upper]" with the bold rule of `stats.bold` (paper Table 1); for the tasks whose
+  every evaluation carries a success rate (Meta-World), (a) final episode success rate and (b)
+  area under the success rate curve as "mean ± std" over seeds instead, bold by the best mean
+  (paper Table 2);
+- `plot_curves`: one PNG per task, IQM line and interquartile band per method (a success task:
+  mean success rate and a ± std band);
 - `plot_exploration`: the states a run visited, one scatter panel per phase of training;
 - `write_report`: all of the above into one directory.
 
@@ -60,6 +65,23 @@ class MethodCurves:
     unfinished: tuple[str, ...] = ()
     """Statuses of source runs that did not finish (interrupted, failed, killed, ...); the
     tables mark such a cell with a dagger."""
+    success: np.ndarray | None = None
+    """[S, P] each seed's success rate (fraction of its evaluation episodes that succeeded) at
+    each point, for envs that report success (Meta-World); None otherwise."""
+
+    def final_success(self) -> dict[int, float]:
+        """Seed -> success rate at the last evaluation point (paper Table 2 (a))."""
+        return {seed: float(value) for seed, value in zip(self.seeds, self._success()[:, -1])}
+
+    def success_aulcs(self) -> dict[int, float]:
+        """Seed -> area under the success rate curve, its mean over the evaluation points as
+        `stats.aulc` (paper Table 2 (b))."""
+        return {seed: float(value) for seed, value in zip(self.seeds, stats.aulc(self._success()))}
+
+    def _success(self) -> np.ndarray:
+        if self.success is None:
+            raise ValueError(f"{self.task} / {self.method}: the evaluations carry no success rate")
+        return self.success
 
     def final_rewards(self) -> dict[int, float]:
         """Seed -> mean evaluation return at the last evaluation point."""
@@ -85,6 +107,21 @@ class Curves:
 
     def get(self, task: str, method: str) -> MethodCurves | None:
         return self.entries.get((task, method))
+
+    @property
+    def success_tasks(self) -> tuple[str, ...]:
+        """Tasks whose every method carries success rates (Meta-World): reported as paper
+        Table 2 (success), the others as Table 1 (return)."""
+        return tuple(
+            task
+            for task in self.tasks
+            if all(entry.success is not None for (t, _), entry in self.entries.items() if t == task)
+        )
+
+    @property
+    def return_tasks(self) -> tuple[str, ...]:
+        """Tasks reported by their evaluation return (paper Table 1)."""
+        return tuple(task for task in self.tasks if task not in self.success_tasks)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -121,6 +158,7 @@ class _SeedCurve:
     env_steps: np.ndarray
     returns: np.ndarray
     status: str = "finished"
+    success: np.ndarray | None = None
 
 
 def _load_run(run_dir: Path, notes: list[str]) -> list[_SeedCurve]:
@@ -135,6 +173,7 @@ def _load_run(run_dir: Path, notes: list[str]) -> list[_SeedCurve]:
         ) from None
 
     points: dict[int, dict[int, float]] = {index: {} for index in members}
+    success: dict[int, dict[int, float]] = {index: {} for index in members}
     for evaluation in _read_jsonl(run_dir / "eval.jsonl", notes):
         index = int(evaluation["member"])
         if index not in members:
@@ -150,6 +189,8 @@ def _load_run(run_dir: Path, notes: list[str]) -> list[_SeedCurve]:
         if steps in points[index]:
             raise ValueError(f"{run_dir}/eval.jsonl: member {index} is evaluated twice at {steps} env steps")
         points[index][steps] = float(evaluation["return_mean"])
+        if "success_rate" in evaluation:
+            success[index][steps] = float(evaluation["success_rate"])
 
     status = _run_status(run_dir)
     if status is None:
@@ -172,8 +213,19 @@ def _load_run(run_dir: Path, notes: list[str]) -> list[_SeedCurve]:
         steps = np.array(sorted(points[index]), dtype=np.int64)
         returns = np.array([points[index][step] for step in steps], dtype=np.float64)
         member_task = str(member.get("task") or task)  # runs that train several tasks name each member's
+        member_success = None
+        if len(success[index]) == len(steps):
+            member_success = np.array([success[index][step] for step in steps], dtype=np.float64)
+        elif success[index]:
+            notes.append(
+                f"{run_dir}: member {index} ({member['label']}, seed {member['seed']}) has a success rate at "
+                f"{len(success[index])} of its {len(steps)} evaluations; its success rates are left out"
+            )
         curves.append(
-            _SeedCurve(member_task, str(member["label"]), int(member["seed"]), str(run_dir), index, steps, returns, status or "no summary")
+            _SeedCurve(
+                member_task, str(member["label"]), int(member["seed"]), str(run_dir), index, steps, returns,
+                status or "no summary", member_success,
+            )
         )
     return curves
 
@@ -258,6 +310,10 @@ def load_runs(run_dirs: PathLike | Iterable[PathLike]) -> Curves:
         if message:
             mismatches.append(message)
             continue
+        with_success = [curve.success is not None for curve in seed_curves]
+        if any(with_success) and not all(with_success):
+            lacking = [curve.seed for curve in seed_curves if curve.success is None]
+            notes.append(f"{task} / {method}: seeds {lacking} carry no success rate; the method is reported by return")
         entries[(task, method)] = MethodCurves(
             task=task,
             method=method,
@@ -266,9 +322,17 @@ def load_runs(run_dirs: PathLike | Iterable[PathLike]) -> Curves:
             returns=np.stack([curve.returns for curve in seed_curves]),
             sources=tuple(curve.run_dir for curve in seed_curves),
             unfinished=tuple(sorted({curve.status for curve in seed_curves} - {"finished"})),
+            success=np.stack([curve.success for curve in seed_curves]) if all(with_success) else None,
         )
     if mismatches:
         raise ValueError("\n".join(mismatches))
+    for task in tasks:
+        kinds = {entry.success is not None for (t, _), entry in entries.items() if t == task}
+        if kinds == {True, False}:
+            lacking = [m for (t, m), entry in entries.items() if t == task and entry.success is None]
+            notes.append(
+                f"{task}: {', '.join(lacking)} carry no success rate, so the task is reported by return, not success"
+            )
     return Curves(entries, tuple(tasks), tuple(methods), tuple(str(d) for d in directories), tuple(notes))
 
 
@@ -301,44 +365,105 @@ def format_cell(score: tuple[float, float, float]) -> str:
     return f"{middle} [{lower}, {upper}]"
 
 
-_METRICS = (
-    ("final", "(a) Final episode reward", MethodCurves.final_rewards),
-    ("aulc", "(b) Area under learning curve", MethodCurves.aulcs),
-)
+def format_mean_std(score: tuple[float, float]) -> str:
+    """"mean ± std" of success rates with two decimals, as the paper's Table 2 prints them
+    (fractions in [0, 1], e.g. 0.88 ± 0.16)."""
+    mean, std = (_number(value, 2) for value in score)
+    return f"{mean} ± {std}"
 
 
-def _rows(curves: Curves, per_seed) -> list[tuple[str, list[tuple[str, bool] | None]]]:
-    """Per task: per method, (cell text, bold) or None when the pair was not run."""
-    rows = []
-    for task in curves.tasks:
-        values = {
-            method: per_seed(curves.entries[(task, method)])
-            for method in curves.methods
-            if (task, method) in curves.entries
-        }
-        bolded = stats.bold(values)
-        def text(method):
-            dagger = "†" if curves.entries[(task, method)].unfinished else ""
-            return format_cell(stats.iqm(list(values[method].values()))) + dagger
+@dataclasses.dataclass(frozen=True)
+class _Table:
+    """One paper table (a pair of metrics) and how its cells read."""
 
-        cells = [(text(method), method in bolded) if method in values else None for method in curves.methods]
-        rows.append((task, cells))
-    return rows
-
-
-def _seed_line(curves: Curves) -> str:
-    counts = {key: len(entry.seeds) for key, entry in curves.entries.items()}
-    most = max(counts.values())
-    if min(counts.values()) == most:
-        return f"IQM over {most} seeds"
-    fewer = ", ".join(f"{task}/{method}: {n}" for (task, method), n in counts.items() if n < most)
-    return f"IQM over up to {most} seeds (fewer in {fewer})"
+    metrics: tuple[tuple[str, str, Any], ...]
+    """(LaTeX label key, title, per-seed values of a MethodCurves) per sub-table."""
+    location: str
+    """How the best method is found (`stats.bold`): "iqm" or "mean"."""
+    summary: str
+    """The caption's statistic: "IQM" or "Mean ± std"."""
+    rule: str
+    """The caption after the seed count."""
+    cell: Any
+    """Per-seed values -> cell text."""
 
 
 _RULE = (
     "with [25%, 75%] quantiles. Bold: the highest IQM and every method not significantly worse "
     "(one-sided paired t-test over the shared seeds, p >= 0.05)."
 )
+_SUCCESS_RULE = (
+    "of the success rate (fraction of the evaluation episodes that succeeded; AULC: per seed, the mean "
+    "over evaluation points). Bold: the highest mean and every method not significantly worse "
+    "(one-sided paired t-test over the shared seeds, p >= 0.05)."
+)
+
+_RETURN_TABLE = _Table(
+    metrics=(
+        ("final", "(a) Final episode reward", MethodCurves.final_rewards),
+        ("aulc", "(b) Area under learning curve", MethodCurves.aulcs),
+    ),
+    location="iqm",
+    summary="IQM",
+    rule=_RULE,
+    cell=lambda values: format_cell(stats.iqm(values)),
+)
+"""Paper Table 1: evaluation return."""
+
+_SUCCESS_TABLE = _Table(
+    metrics=(
+        ("success_final", "(a) Final episode success rate", MethodCurves.final_success),
+        ("success_aulc", "(b) Area under success rate curve", MethodCurves.success_aulcs),
+    ),
+    location="mean",
+    summary="Mean ± std",
+    rule=_SUCCESS_RULE,
+    cell=lambda values: format_mean_std(stats.mean_std(values)),
+)
+"""Paper Table 2: Meta-World's success rate."""
+
+_METRICS = _RETURN_TABLE.metrics
+
+
+def _tables(curves: Curves) -> list[tuple[_Table, tuple[str, ...]]]:
+    """The tables to write and their rows: return tasks as Table 1, success tasks as Table 2."""
+    tables = [(_RETURN_TABLE, curves.return_tasks), (_SUCCESS_TABLE, curves.success_tasks)]
+    return [(table, tasks) for table, tasks in tables if tasks]
+
+
+def _rows(
+    curves: Curves, per_seed, tasks: Sequence[str] | None = None, table: _Table = _RETURN_TABLE
+) -> list[tuple[str, list[tuple[str, bool] | None]]]:
+    """Per task (default: every task): per method, (cell text, bold) or None when the pair was not run."""
+    rows = []
+    for task in curves.tasks if tasks is None else tasks:
+        values = {
+            method: per_seed(curves.entries[(task, method)])
+            for method in curves.methods
+            if (task, method) in curves.entries
+        }
+        bolded = stats.bold(values, location=table.location)
+
+        def text(method):
+            dagger = "†" if curves.entries[(task, method)].unfinished else ""
+            return table.cell(list(values[method].values())) + dagger
+
+        cells = [(text(method), method in bolded) if method in values else None for method in curves.methods]
+        rows.append((task, cells))
+    return rows
+
+
+def _seed_line(curves: Curves, tasks: Sequence[str] | None = None, summary: str = "IQM") -> str:
+    counts = {
+        (task, method): len(entry.seeds)
+        for (task, method), entry in curves.entries.items()
+        if tasks is None or task in tasks
+    }
+    most = max(counts.values())
+    if min(counts.values()) == most:
+        return f"{summary} over {most} seeds"
+    fewer = ", ".join(f"{task}/{method}: {n}" for (task, method), n in counts.items() if n < most)
+    return f"{summary} over up to {most} seeds (fewer in {fewer})"
 
 
 def _any_unfinished(curves: Curves) -> bool:
@@ -350,15 +475,19 @@ def _markdown(curves: Curves) -> str:
         return text.replace("|", "\\|")
 
     unfinished = " †: from a run that did not finish (see Notes)." if _any_unfinished(curves) else ""
-    lines = ["# Results", "", f"{_seed_line(curves)} {_RULE} '-': not run.{unfinished}", ""]
-    for _, title, per_seed in _METRICS:
-        lines += [f"## {title}", ""]
-        lines.append("| Task | " + " | ".join(escape(method) for method in curves.methods) + " |")
-        lines.append("|---|" + "---|" * len(curves.methods))
-        for task, cells in _rows(curves, per_seed):
-            texts = ["-" if cell is None else (f"**{cell[0]}**" if cell[1] else cell[0]) for cell in cells]
-            lines.append(f"| {escape(task)} | " + " | ".join(texts) + " |")
-        lines.append("")
+    lines = ["# Results", ""]
+    for table, tasks in _tables(curves):
+        if table is _SUCCESS_TABLE:
+            lines += ["## Success rate (paper Table 2)", ""]
+        lines += [f"{_seed_line(curves, tasks, table.summary)} {table.rule} '-': not run.{unfinished}", ""]
+        for _, title, per_seed in table.metrics:
+            lines += [f"## {title}", ""]
+            lines.append("| Task | " + " | ".join(escape(method) for method in curves.methods) + " |")
+            lines.append("|---|" + "---|" * len(curves.methods))
+            for task, cells in _rows(curves, per_seed, tasks, table):
+                texts = ["-" if cell is None else (f"**{cell[0]}**" if cell[1] else cell[0]) for cell in cells]
+                lines.append(f"| {escape(task)} | " + " | ".join(texts) + " |")
+            lines.append("")
     if curves.notes:
         lines += ["## Notes", ""] + [f"- Note: {note}" for note in curves.notes] + [""]
     return "\n".join(lines)
@@ -385,9 +514,9 @@ def _latex_escape(text: str) -> str:
 def _latex(curves: Curves) -> str:
     lines = ["% Results tables (needs \\usepackage{booktabs}); written by mjx_pbac.report."]
     lines += [f"% Note: {note}" for note in curves.notes]
-    for key, title, per_seed in _METRICS:
-        rule = _latex_escape(_RULE).replace("p >= 0.05", "$p \\geq 0.05$")
-        seeds = _latex_escape(_seed_line(curves))
+    for table, tasks, (key, title, per_seed) in ((t, ts, m) for t, ts in _tables(curves) for m in t.metrics):
+        rule = _latex_escape(table.rule).replace("p >= 0.05", "$p \\geq 0.05$")
+        seeds = _latex_escape(_seed_line(curves, tasks, table.summary)).replace("±", "$\\pm$")
         dagger = " $^\\dagger$: from a run that did not finish." if _any_unfinished(curves) else ""
         caption = f"{_latex_escape(title)} ($\\uparrow$). {seeds} {rule} -: not run.{dagger}"
         lines += [
@@ -401,9 +530,10 @@ def _latex(curves: Curves) -> str:
             "    Task & " + " & ".join(_latex_escape(method) for method in curves.methods) + " \\\\",
             "    \\midrule",
         ]
-        for task, cells in _rows(curves, per_seed):
+        for task, cells in _rows(curves, per_seed, tasks, table):
             texts = [
-                "-" if cell is None else (f"\\textbf{{{cell[0]}}}" if cell[1] else cell[0]).replace("†", "$^\\dagger$")
+                "-" if cell is None
+                else (f"\\textbf{{{cell[0]}}}" if cell[1] else cell[0]).replace("†", "$^\\dagger$").replace("±", "$\\pm$")
                 for cell in cells
             ]
             lines.append(f"    {_latex_escape(task)} & " + " & ".join(texts) + " \\\\")
@@ -412,13 +542,17 @@ def _latex(curves: Curves) -> str:
 
 
 def results_tables(curves: Curves) -> tuple[str, str]:
-    """(markdown, latex): (a) final episode reward and (b) AULC, like the paper's Table 1.
+    """(markdown, latex): (a) final episode reward and (b) AULC, like the paper's Table 1, and
+    for the success tasks (`Curves.success_tasks`, Meta-World) (a) final episode success rate and
+    (b) area under the success rate curve, like the paper's Table 2.
 
-    Rows are tasks, columns methods. A cell is "IQM [lower, upper]" across seeds (`stats.iqm`) of
-    the per-seed mean return at the last evaluation point, or of the per-seed AULC; bold
-    (**x** / \\textbf{x}) per row as `stats.bold` decides; "-" where a (task, method) was not run.
-    A caption line gives the number of seeds; the notes of `curves` follow (Markdown) or lead as
-    comments (LaTeX).
+    Rows are tasks, columns methods. A Table 1 cell is "IQM [lower, upper]" across seeds
+    (`stats.iqm`) of the per-seed mean return at the last evaluation point, or of the per-seed
+    AULC; a Table 2 cell is "mean ± std" across seeds (`stats.mean_std`) of the per-seed success
+    rate at the last evaluation point, or of its mean over the evaluation points. Bold
+    (**x** / \\textbf{x}) per row as `stats.bold` decides (by the IQM, or the mean for Table 2);
+    "-" where a (task, method) was not run. A caption line gives the number of seeds; the notes of
+    `curves` follow (Markdown) or lead as comments (LaTeX).
     """
     if not curves.entries:
         raise ValueError("no evaluations to tabulate")
@@ -439,28 +573,47 @@ def _iqm_band(returns: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return scores[:, 0], scores[:, 1], scores[:, 2]
 
 
+def _mean_std_band(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per evaluation point (columns of [S, P]): mean, mean - std and mean + std across seeds
+    (`stats.mean_std`)."""
+    scores = np.array([stats.mean_std(values[:, point]) for point in range(values.shape[1])])
+    return scores[:, 0], scores[:, 0] - scores[:, 1], scores[:, 0] + scores[:, 1]
+
+
 def plot_curves(curves: Curves, out_dir: PathLike) -> list[Path]:
-    """One PNG per task (out_dir/curves_<task>.png): per method the IQM across seeds at each
-    evaluation point as a line, and the 25-75% quantile band; x env steps, y evaluation return."""
+    """One PNG per task: for a return task (out_dir/curves_<task>.png) per method the IQM across
+    seeds at each evaluation point as a line, and the 25-75% quantile band, y evaluation return;
+    for a success task (`Curves.success_tasks`, Meta-World; out_dir/success_<task>.png, the
+    paper's success rate curves) per method the mean success rate across seeds and a ± std band.
+    x is env steps."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = []
+    success_tasks = curves.success_tasks
     for task in curves.tasks:
+        success = task in success_tasks
         figure = Figure(figsize=(6.4, 4.2), layout="constrained")
         axes = figure.add_subplot()
         for method in curves.methods:
             entry = curves.get(task, method)
             if entry is None:
                 continue
-            middle, lower, upper = _iqm_band(entry.returns)
+            if success:
+                middle, lower, upper = _mean_std_band(entry.success)
+            else:
+                middle, lower, upper = _iqm_band(entry.returns)
             (line,) = axes.plot(entry.env_steps, middle, label=f"{method} ({len(entry.seeds)} seeds)")
             axes.fill_between(entry.env_steps, lower, upper, color=line.get_color(), alpha=0.25, linewidth=0)
         axes.set_title(task)
         axes.set_xlabel("env steps")
-        axes.set_ylabel("evaluation return")
+        if success:
+            axes.set_ylabel("success rate (mean ± std over seeds)")
+            axes.set_ylim(-0.05, 1.05)
+        else:
+            axes.set_ylabel("evaluation return")
         axes.grid(alpha=0.3)
         axes.legend()
-        path = out_dir / f"curves_{_file_name(task)}.png"
+        path = out_dir / f"{'success' if success else 'curves'}_{_file_name(task)}.png"
         figure.savefig(path, dpi=110)
         paths.append(path)
     return paths
@@ -565,11 +718,13 @@ def write_report(
     out_dir: PathLike,
     exploration: ExplorationPlot | Mapping[str, Any] | Sequence[ExplorationPlot | Mapping[str, Any]] | None = None,
 ) -> dict[str, Path | list[Path]]:
-    """Writes results.md (both tables, notes, figure links), results.tex, curves_<task>.png and,
+    """Writes results.md (the tables, notes, figure links), results.tex, curves_<task>.png (a
+    success task: success_<task>.png) and,
     when `exploration` is given (an ExplorationPlot or a dict of its fields), exploration.png; a
     list of them gives exploration_<i>_<task>.png each (and a list under "exploration").
 
-    Returns {"markdown": path, "latex": path, "curves": [paths], "exploration": path (if drawn)}.
+    Returns {"markdown": path, "latex": path, "curves": [paths, one per task], "exploration": path
+    (if drawn)}.
     """
     out_dir = Path(out_dir)
     curves = load_runs(run_dirs)  # refuses bad run directories before anything is written

@@ -5,7 +5,10 @@ RUN_DIR/
   config.json       the resolved config (and the env's) with its digest, memory estimate,
                     versions, device, and any change made on resume
   metrics.jsonl     one record per chunk: losses, alpha, ensemble spread, returns, env steps/s
-  eval.jsonl        one record per evaluation: every episode's return and length
+                    (and, for an env that reports success, the episodes' success rate)
+  eval.jsonl        one record per evaluation: every episode's return and length (and, for an
+                    env that reports success, `success_rate`: the fraction of the episodes
+                    with return > 0, Meta-World's success of an episode)
   tb/               TensorBoard scalars (tensorboardX)
   checkpoints/      step_<env steps>.npz, the newest `keep_checkpoints` (damaged ones found on
                     resume are renamed step_<env steps>.npz.damaged)
@@ -124,6 +127,14 @@ def build(config: RunConfig, donate: bool = True) -> Built:
     algorithm = algos.make(config.algo, [m.config for m in members], env.observation_size, env.action_size)
     trainer = make_trainer(config.train, env, algorithm, donate=donate, mesh=layout.mesh)
     return Built(env, algorithm, trainer, members, dict(zip(names, params)), layout)
+
+
+def success_rates(returns: np.ndarray) -> np.ndarray:
+    """[M, E] evaluation returns of an env whose reward is its success at each step (Meta-World,
+    `reports_success`) -> [M] the fraction of each member's episodes that succeeded. Meta-World
+    counts an episode as a success if it succeeds at any step (its evaluation ends an episode at
+    the first success), i.e. iff the episode's return is > 0."""
+    return (np.asarray(returns) > 0).mean(axis=-1)
 
 
 def _build(config: RunConfig) -> Built:
@@ -407,6 +418,10 @@ class _Run:
         self.schedule = self.trainer.schedule
         self.checkpoint_dir = run_dir / "checkpoints"
         self.last_eval: float | None = None
+        self.last_success: float | None = None
+        self.reports_success = bool(getattr(built.env, "reports_success", False))
+        """Whether the env's reward is its success at each step (Meta-World): an episode then
+        succeeded iff its return > 0, and evaluations log the success rate."""
         self.called: set[str] = set()  # programs run by this process: a first call includes its compile
         self.env_steps = 0  # reached so far (the end of the last chunk run)
         self.started = time.perf_counter()
@@ -669,12 +684,14 @@ class _Run:
             if episodes:
                 record["episode_return"] = float(metrics["return_sum"][i]) / episodes
                 record["episode_length"] = float(metrics["length_sum"][i]) / episodes
+                if "success_sum" in metrics:
+                    record["episode_success"] = int(metrics["success_sum"][i]) / episodes
             if not warmup:  # during warm-up the update metrics are placeholders
                 record.update(
                     {
                         name: float(value[i])
                         for name, value in metrics.items()
-                        if name not in ("episodes", "return_sum", "length_sum", "goal_steps", "goal_first_iteration")
+                        if name not in ("episodes", "return_sum", "length_sum", "success_sum", "goal_steps", "goal_first_iteration")
                     }
                 )
             records.append({**record, **timing})
@@ -687,6 +704,7 @@ class _Run:
                 timing["updates_per_s"],
                 self.last_eval,
                 members=len(self.members),
+                eval_success=self.last_success,
                 phase="warmup" if warmup else "train",
             )
         else:
@@ -724,23 +742,26 @@ class _Run:
         returns = np.asarray(result["returns"], dtype=float)  # [M, E]
         lengths = np.asarray(result["lengths"])
         self.last_eval = float(returns.mean())
-        logger.log_eval(
-            [
-                {
-                    "env_steps": env_steps,
-                    "member": m.index,
-                    "seed": m.seed,
-                    "label": m.label,
-                    "task": m.task,
-                    "return_mean": float(returns[m.index].mean()),
-                    "return_std": float(returns[m.index].std()),
-                    "length_mean": float(lengths[m.index].mean()),
-                    "returns": returns[m.index].tolist(),
-                    "lengths": lengths[m.index].tolist(),
-                }
-                for m in self.members
-            ]
-        )
+        success = success_rates(returns) if self.reports_success else None
+        if success is not None:
+            self.last_success = float(success[[m.index for m in self.members]].mean())
+        records = []
+        for m in self.members:
+            record = {
+                "env_steps": env_steps,
+                "member": m.index,
+                "seed": m.seed,
+                "label": m.label,
+                "task": m.task,
+                "return_mean": float(returns[m.index].mean()),
+                "return_std": float(returns[m.index].std()),
+                "length_mean": float(lengths[m.index].mean()),
+            }
+            if success is not None:
+                record["success_rate"] = float(success[m.index])
+            record.update(returns=returns[m.index].tolist(), lengths=lengths[m.index].tolist())
+            records.append(record)
+        logger.log_eval(records)
 
     def _save(self, state, chunk: int, elapsed: float) -> None:
         members = self.layout.gather(state)  # every process takes part; process 0 writes
@@ -769,6 +790,7 @@ class _Run:
                 evaluations.append(json.loads(line))
         last_step = max((e["env_steps"] for e in evaluations), default=None)
         final = [e for e in evaluations if e["env_steps"] == last_step]
+        final_keys = ("member", "seed", "label", "task", "return_mean", "success_rate")
         summary = {
             "status": status,
             "message": message,
@@ -778,7 +800,12 @@ class _Run:
             "final_eval": {
                 "env_steps": last_step,
                 "return_mean": float(np.mean([e["return_mean"] for e in final])),
-                "per_member": [{k: e.get(k) for k in ("member", "seed", "label", "task", "return_mean")} for e in final],
+                **(
+                    {"success_rate": float(np.mean([e["success_rate"] for e in final]))}
+                    if all("success_rate" in e for e in final)
+                    else {}
+                ),
+                "per_member": [{k: e.get(k) for k in final_keys if k != "success_rate" or k in e} for e in final],
             }
             if final
             else None,

@@ -2,8 +2,10 @@
 
 - `iqm`: the interquartile mean across seeds, with the 25% and 75% quantiles as [lower, upper];
 - `aulc`: the area under the learning curve of each seed (its mean evaluation return);
-- `bold`: which methods a results table marks bold: the best IQM and every method that a one-sided
-  paired t-test (paired by seed) does not find significantly worse.
+- `mean_std`: the mean and standard deviation across seeds (Meta-World's success rates, paper
+  Table 2);
+- `bold`: which methods a results table marks bold: the best IQM (or mean) and every method that a
+  one-sided paired t-test (paired by seed) does not find significantly worse.
 
 numpy and scipy only: this module reads numbers, never the training loop.
 """
@@ -53,6 +55,21 @@ def iqm(values: Sequence[float] | np.ndarray) -> tuple[float, float, float]:
     return float(inside.mean()), float(lower), float(upper)
 
 
+def mean_std(values: Sequence[float] | np.ndarray) -> tuple[float, float]:
+    """(mean, standard deviation) over seeds, the standard deviation of the values themselves
+    (numpy's default, ddof = 0), as the paper's Table 2 prints it: one success in five seeds,
+    [1, 0, 0, 0, 0], is 0.20 ± 0.40 there (ddof = 1 would give 0.45), three in five 0.60 ± 0.49.
+    Non-finite values propagate; an empty input is refused."""
+    array = np.asarray(values, dtype=np.float64).reshape(-1)
+    if array.size == 0:
+        raise ValueError("mean_std of no values")
+    return float(array.mean()), float(array.std())
+
+
+LOCATIONS = {"iqm": lambda values: iqm(values)[0], "mean": lambda values: mean_std(values)[0]}
+"""How `bold` finds the best method: the IQM (paper Table 1) or the mean (Meta-World, Table 2)."""
+
+
 def aulc(curves: Sequence[Sequence[float]] | np.ndarray) -> np.ndarray:
     """Area under the learning curve per seed: the mean over evaluation points (paper appendix B.3; README "Design decisions" (statistics)).
 
@@ -98,16 +115,20 @@ def paired_p_value(best: SeedValues, other: SeedValues, higher_is_better: bool =
 
 
 def bold(
-    results: Mapping[str, SeedValues], higher_is_better: bool = True, alpha: float = 0.05
+    results: Mapping[str, SeedValues],
+    higher_is_better: bool = True,
+    alpha: float = 0.05,
+    location: str = "iqm",
 ) -> set[str]:
     """The methods a results table marks bold (paper, appendix "Statistical Significance").
 
     `results` maps a method name to its per-seed values, either {seed id: value} or an array whose
-    position is the seed id (so arrays pair position by position). Bold are:
+    position is the seed id (so arrays pair position by position). `location` says how the best
+    is found: "iqm" (Table 1) or "mean" (Meta-World's success rates, Table 2). Bold are:
 
-    - the best method: the highest IQM (lowest if not `higher_is_better`); every method whose IQM
-      ties the best exactly is bold too, and the first of them in `results` order is "the best"
-      the others are tested against;
+    - the best method: the highest IQM or mean (lowest if not `higher_is_better`); every method
+      whose score ties the best exactly is bold too, and the first of them in `results` order is
+      "the best" the others are tested against;
     - every other method for which `paired_p_value(best, other)` >= `alpha`, i.e. the one-sided
       paired t-test does not find it significantly worse. The test pairs the seeds the two share
       (so methods with different seed counts compare on the common seeds). A nan p-value
@@ -115,13 +136,15 @@ def bold(
     - With fewer than two shared seeds (e.g. a single seed per method) nothing can be tested and
       only the best is bold.
 
-    Methods with no values, or a nan IQM, are never bold.
+    Methods with no values, or a nan score, are never bold.
     """
+    if location not in LOCATIONS:
+        raise ValueError(f"unknown location {location!r}; valid: {', '.join(LOCATIONS)}")
     scores: dict[str, float] = {}
     for name, values in results.items():
         seed_map = _as_seed_map(values)
         if seed_map:
-            score = iqm(list(seed_map.values()))[0]
+            score = LOCATIONS[location](list(seed_map.values()))
             if not math.isnan(score):
                 scores[name] = score
     if not scores:

@@ -36,9 +36,16 @@ BLOCKS: dict[str, tuple[str, ...]] = {
     "dense": ("ant", "hopper", "humanoid"),
     "delayed": ("ant_delayed", "ant_very_delayed", "hopper_delayed", "hopper_very_delayed", "humanoid_delayed"),
 }
-"""The three blocks of the paper's Table 1, by the profile (= task) names of their rows."""
+"""The blocks of the paper's Tables 1 and 2, by the profile (= task) names of their rows."""
 BLOCKS["mujoco"] = BLOCKS["dense"] + BLOCKS["delayed"]
 BLOCKS["table1"] = BLOCKS["dmc"] + BLOCKS["mujoco"]
+BLOCKS["metaworld"] = (
+    "mw_window_close", "mw_window_open", "mw_drawer_close", "mw_drawer_open", "mw_reach",
+    "mw_button_press_topdown", "mw_door_open",
+)
+"""The rows of the paper's Table 2 (sparse Meta-World; the paper trains 5 seeds: `--seeds 5`);
+its report is the success-rate table (`mjx_pbac.report`)."""
+BLOCKS["table2"] = BLOCKS["metaworld"]
 
 PAPER_ALGOS = ("ben", "bootdqn_p", "drnd", "pbac")
 """The columns of the paper's Table 1."""

@@ -42,6 +42,30 @@ class CountingEnv(Env):
         return state.replace(pipeline_state=t, obs=jp.stack([t, action[0]]), reward=t, done=done)
 
 
+class CoinEnv(CountingEnv):
+    """A success env (Meta-World's contract: reward = success at that step, in {0, 1}; never
+    terminal; `reports_success`): each episode draws a coin at reset (obs[1], 1 with probability
+    `p`), and the reward is the coin at every step t >= 2. An episode that succeeds therefore
+    returns episode_length - 1 (4 with the default 5 steps), one that fails 0: its success
+    rate is the fraction of returns > 0, not the mean return."""
+
+    reports_success = True
+
+    def __init__(self, episode_length: int = 5, p: float = 0.5):
+        super().__init__(episode_length)
+        self.p = p
+
+    def reset(self, rng: jax.Array) -> State:
+        zero = jp.zeros(())
+        coin = jax.random.bernoulli(rng, self.p).astype(jp.float32)
+        return State(pipeline_state=jp.stack([zero, coin]), obs=jp.stack([zero, coin]), reward=zero, done=zero, metrics={})
+
+    def step(self, state: State, action: jax.Array) -> State:
+        t, coin = state.pipeline_state[0] + 1.0, state.pipeline_state[1]
+        reward = jp.where(t >= 2, coin, 0.0)
+        return state.replace(pipeline_state=jp.stack([t, coin]), obs=jp.stack([t, coin]), reward=reward, done=jp.zeros(()))
+
+
 def value_batch(values, obs_size: int = 2):
     """A batch of transitions whose every field is read off `values`: obs = value (in every
     dimension), action = value, reward = value, next_obs = value + 0.5; truncated, not terminated."""

@@ -322,3 +322,107 @@ def test_refuses_records_that_contradict_config(tmp_path):
     (run_dir / "eval.jsonl").write_text("\n".join(lines + [json.dumps({**record, "member": 5})]))
     with pytest.raises(ValueError, match="has member 5, which config.json does not list"):
         report.load_runs(run_dir)
+
+
+# ------------------------------------------------------------- success rate (paper Table 2)
+
+MW_STEPS = [0, 330_000, 660_000, 990_000]
+# Each seed's success rate at MW_STEPS (seeds 0..4); AULC is the mean of the four points.
+MW_PBAC = [[0, .6, .8, 1.0], [0, .8, 1.0, 1.0], [0, .4, .6, 1.0], [0, .3, .5, .8], [0, .2, .3, .7]]
+MW_DRND = [[0, .4, .6, 1.0], [0, .2, .4, .6], [0, .4, .6, 1.0], [0, .5, .6, .9], [0, 0, .1, .7]]
+MW_BOOT = [[0, .2, .4, .6], [0, .2, .4, .6], [0, .4, .4, .8], [0, .3, .3, .6], [0, .2, .2, .4]]
+
+
+def write_success_run(run_dir: Path, task: str, algorithm: str, curves: list[list[float]], status="finished") -> Path:
+    """A run directory of an env that reports success: eval.jsonl records with "success_rate"
+    (seeds 0.. in order, label = algorithm) and a return that is not the success rate."""
+    run_dir.mkdir(parents=True)
+    members, records = [], []
+    for seed, curve in enumerate(curves):
+        members.append({"index": seed, "seed": seed, "label": algorithm, "task": task, "overrides": {}})
+        for env_steps, success in zip(MW_STEPS, curve):
+            records.append(
+                {
+                    "env_steps": env_steps, "member": seed, "seed": seed, "label": algorithm, "task": task,
+                    "return_mean": 120.0 * success, "return_std": 1.0, "length_mean": 500.0,
+                    "success_rate": success, "returns": [120.0 * success] * 10, "lengths": [500] * 10,
+                }
+            )
+    config = {"profile": task, "algorithm": algorithm, "config": {"train": {"env": task}}, "members": members}
+    (run_dir / "config.json").write_text(json.dumps(config))
+    (run_dir / "eval.jsonl").write_text("".join(json.dumps(record) + "\n" for record in records))
+    (run_dir / "summary.json").write_text(json.dumps({"status": status, "message": ""}))
+    return run_dir
+
+
+@pytest.fixture
+def success_runs(tmp_path):
+    return [
+        write_success_run(tmp_path / "mw_boot", "mw_reach", "bootdqn_p", MW_BOOT),
+        write_success_run(tmp_path / "mw_drnd", "mw_reach", "drnd", MW_DRND),
+        write_success_run(tmp_path / "mw_pbac", "mw_reach", "pbac", MW_PBAC),
+    ]
+
+
+def test_success_curves_final_and_area_per_seed(success_runs):
+    curves = report.load_runs(success_runs)
+    assert curves.success_tasks == ("mw_reach",) and curves.return_tasks == ()
+    pbac = curves.get("mw_reach", "pbac")
+    np.testing.assert_array_equal(pbac.success, MW_PBAC)
+    assert pbac.final_success() == {0: 1.0, 1: 1.0, 2: 1.0, 3: 0.8, 4: 0.7}
+    # AULC: (0 + 0.6 + 0.8 + 1.0) / 4 = 0.6, (0 + 0.8 + 1 + 1) / 4 = 0.7, then 0.5, 0.4, 0.3.
+    assert list(pbac.success_aulcs().values()) == pytest.approx([0.6, 0.7, 0.5, 0.4, 0.3])
+
+
+def test_success_table_is_mean_and_std_bold_by_the_paired_test(success_runs):
+    markdown, latex = report.results_tables(report.load_runs(success_runs))
+    final = markdown_rows(markdown, "(a) Final episode success rate")
+    area = markdown_rows(markdown, "(b) Area under success rate curve")
+    # Final: pbac [1, 1, 1, 0.8, 0.7] mean 0.9, std sqrt((3 x 0.01 + 0.01 + 0.04) / 5) = sqrt(0.016) = 0.126;
+    # drnd [1, 0.6, 1, 0.9, 0.7] mean 0.84, std sqrt(0.132 / 5) = 0.162; pbac - drnd [0, 0.4, 0, -0.1, 0]:
+    # mean 0.06, sd sqrt(0.152 / 4) = 0.195, t = 0.06 / (0.195 / sqrt 5) = 0.688, p = 0.265 -> bold.
+    # bootdqn_p [0.6, 0.6, 0.8, 0.6, 0.4] mean 0.6, std sqrt(0.08 / 5) = 0.126; pbac - boot
+    # [0.4, 0.4, 0.2, 0.2, 0.3]: mean 0.3, sd 0.1, t = 6.7, p = 0.0013 -> not bold.
+    assert final["mw_reach"] == ["0.60 ± 0.13", "**0.84 ± 0.16**", "**0.90 ± 0.13**"]
+    # AULC: pbac [0.6, 0.7, 0.5, 0.4, 0.3] mean 0.5, std sqrt(0.1 / 5) = 0.141; drnd [0.5, 0.3, 0.5,
+    # 0.5, 0.2] mean 0.4, std sqrt(0.08 / 5) = 0.126, pbac - drnd [0.1, 0.4, 0, -0.1, 0.1]: t = 1.195,
+    # p = 0.149 -> bold; boot [0.3, 0.3, 0.4, 0.3, 0.2] mean 0.3, std sqrt(0.02 / 5) = 0.063, pbac - boot
+    # [0.3, 0.4, 0.1, 0.1, 0.1]: t = 3.16, p = 0.017 -> not bold.
+    assert area["mw_reach"] == ["0.30 ± 0.06", "**0.40 ± 0.13**", "**0.50 ± 0.14**"]
+    pbac_drnd = stats.paired_p_value([1, 1, 1, 0.8, 0.7], [1, 0.6, 1, 0.9, 0.7])
+    assert pbac_drnd == pytest.approx(0.2646, abs=1e-4)
+    assert stats.paired_p_value([0.6, 0.7, 0.5, 0.4, 0.3], [0.3, 0.3, 0.4, 0.3, 0.2]) == pytest.approx(0.0171, abs=1e-4)
+    assert "## (a) Final episode reward" not in markdown  # no return task: no Table 1
+    assert "Mean ± std over 5 seeds of the success rate" in markdown
+    assert latex.count("\\begin{table}") == 2 and "\\label{tab:results_success_final}" in latex
+    assert "    mw\\_reach & 0.60 $\\pm$ 0.13 & \\textbf{0.84 $\\pm$ 0.16} & \\textbf{0.90 $\\pm$ 0.13} \\\\" in latex
+    assert "Mean $\\pm$ std over 5 seeds" in latex
+
+
+def test_return_and_success_tasks_share_one_report(tmp_path, runs, success_runs):
+    written = report.write_report(runs + success_runs, tmp_path / "report")
+    markdown = written["markdown"].read_text()
+    returns = markdown_rows(markdown, "(a) Final episode reward")
+    success = markdown_rows(markdown, "(a) Final episode success rate")
+    assert set(returns) == {"ant_delayed", "hopper_delayed"} and set(success) == {"mw_reach"}
+    # Columns are every method (pbac, sac, the sweep, bootdqn_p, drnd); a task's missing methods are "-".
+    assert returns["ant_delayed"] == ["**90 [60, 120]**", "78 [50, 100]", "-", "-", "-"]
+    assert success["mw_reach"] == ["**0.90 ± 0.13**", "-", "-", "0.60 ± 0.13", "**0.84 ± 0.16**"]
+    assert "IQM over 5 seeds" in markdown and "Mean ± std over 5 seeds" in markdown
+    assert written["latex"].read_text().count("\\begin{table}") == 4
+    names = [path.name for path in written["curves"]]
+    assert names == ["curves_ant_delayed.png", "curves_hopper_delayed.png", "success_mw_reach.png"]
+    image = matplotlib.image.imread(written["curves"][2])
+    for colour in ("C0", "C1", "C2"):  # each method's mean success line, in its colour
+        rgb = np.array(matplotlib.colors.to_rgb(colour))
+        assert (np.abs(image[..., :3] - rgb).max(axis=-1) < 0.05).sum() > 100
+    assert "![success_mw_reach.png](success_mw_reach.png)" in markdown
+
+
+def test_a_method_without_success_rates_reports_its_task_by_return(tmp_path, success_runs):
+    old = write_run(tmp_path / "mw_ben", "mw_reach", "ben", {"ben": [1.0, 2.0, 3.0, 4.0, 5.0]})
+    curves = report.load_runs(success_runs + [old])
+    assert curves.success_tasks == () and curves.return_tasks == ("mw_reach",)
+    assert any("mw_reach: ben carry no success rate" in note for note in curves.notes)
+    markdown, _ = report.results_tables(curves)
+    assert "## (a) Final episode reward" in markdown and "success rate (paper Table 2)" not in markdown

@@ -156,3 +156,31 @@ def test_bold_identical_ties_and_single_seed():
 def test_stats_and_report_do_not_import_jax():
     code = "import sys, mjx_pbac.stats, mjx_pbac.report; assert 'jax' not in sys.modules, 'jax imported'"
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+# ------------------------------------------------------------------ mean_std, Meta-World
+
+
+def test_mean_std_is_the_papers_table2_spread():
+    # The paper's Table 2: one success in five seeds is 0.20 ± 0.40 (population std:
+    # sqrt((0.8^2 + 4 x 0.2^2) / 5) = sqrt(0.16) = 0.4; ddof = 1 would give 0.447), three 0.60 ± 0.49.
+    assert stats.mean_std([1.0, 0.0, 0.0, 0.0, 0.0]) == pytest.approx((0.2, 0.4))
+    assert stats.mean_std([1.0, 1.0, 1.0, 0.0, 0.0]) == pytest.approx((0.6, math.sqrt(0.24)))
+    assert stats.mean_std([0.7]) == pytest.approx((0.7, 0.0))
+    with pytest.raises(ValueError, match="mean_std of no values"):
+        stats.mean_std([])
+
+
+def test_bold_by_the_mean_picks_another_best_than_the_iqm():
+    # x [0, 1, 1, 1, 1]: mean 0.8, IQM 1 (q25 = q75 = 1); y [0.9] x 5: mean and IQM 0.9;
+    # z [0.8, 0.8, 0.8, 0.8, 0.79]: mean 0.798, IQM 0.8.
+    results = {"x": [0.0, 1.0, 1.0, 1.0, 1.0], "y": [0.9] * 5, "z": [0.8, 0.8, 0.8, 0.8, 0.79]}
+    # By the mean y is best; y - x = [0.9, -0.1, -0.1, -0.1, -0.1]: mean 0.1, sd sqrt(0.8 / 4) = 0.447,
+    # t = 0.1 / (0.447 / sqrt 5) = 0.5, p = 0.32: x bold; y - z = [0.1, 0.1, 0.1, 0.1, 0.11]: t = 51,
+    # p = 4e-7: z not bold.
+    assert stats.bold(results, location="mean") == {"x", "y"}
+    # By the IQM x is best; x - z has mean 0.002 (t = 0.01, p = 0.496), x - y mean -0.1: all bold.
+    assert stats.bold(results) == stats.bold(results, location="iqm") == {"x", "y", "z"}
+    assert scipy.stats.ttest_rel(results["y"], results["x"], alternative="greater").pvalue == pytest.approx(0.3217, abs=1e-4)
+    with pytest.raises(ValueError, match="unknown location 'median'; valid: iqm, mean"):
+        stats.bold(results, location="median")

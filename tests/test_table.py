@@ -58,7 +58,7 @@ def test_table_runs_each_algorithm_resumes_and_refuses_a_changed_command(tmp_pat
     [
         (["table", "--algos", "pbac"], "give one of --block"),
         (["table", "--block", "dmc", "--tasks", "chain"], "give one of --block"),
-        (["table", "--block", "atari"], "unknown block 'atari'; valid: dmc, dense, delayed, mujoco, table1"),
+        (["table", "--block", "atari"], "unknown block 'atari'; valid: dmc, dense, delayed, mujoco, table1, metaworld, table2"),
         (["table", "--tasks", "chain", "--algos", "pbac,ppo"], "unknown algorithm.s. ppo; valid: pbac, sac"),
         (["table", "--tasks", "chain", "--algo", "sac"], "table chooses the profile, algorithm and tasks"),
         (["table", "--tasks", "nope"], "unknown profile 'nope'"),

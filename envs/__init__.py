@@ -1,5 +1,6 @@
 """JAX-native environments for mjx-pbac: MJX locomotion (Gymnasium v4 semantics), DM Control's
-sparse tasks in MJX (DM Control semantics) and two chain probes (the continuous chain and its
+sparse tasks in MJX (DM Control semantics), Meta-World's seven sparse tasks in MJX (Meta-World
+3.0.0's semantics, `mw_*`) and two chain probes (the continuous chain and its
 deep-sea variant, `deep_chain` and `deep_chain_<L>`).
 
 `envs.make(name, **overrides)` builds a registered env; `envs.registered_names()` lists them.
@@ -22,6 +23,8 @@ from envs.chain import ChainConfig, ContinuousChain  # noqa: E402
 from envs.deep_chain import DeepChain, DeepChainConfig  # noqa: E402
 from envs.dm_control import BallInCupCatch, CartpoleSwingupSparse, DMControlConfig, ReacherHard  # noqa: E402
 from envs.locomotion import Ant, Hopper, Humanoid, LocomotionConfig  # noqa: E402
+from envs.metaworld import TASKS as _METAWORLD_TASKS  # noqa: E402
+from envs.metaworld import MetaWorldConfig  # noqa: E402
 from envs.registry import config_of, describe, make, make_family, register, register_family, registered_names  # noqa: E402
 from envs.wrappers import BatchedEnv, EpisodeAutoReset, wrap_for_training  # noqa: E402
 
@@ -44,6 +47,8 @@ register(
 register("cartpole_swingup_sparse", CartpoleSwingupSparse, "DM Control cartpole swing-up, sparse reward (paper Table 1)")
 register("ball_in_cup_catch", BallInCupCatch, "DM Control ball-in-cup catch, sparse reward (paper Table 1)")
 register("reacher_hard", ReacherHard, "DM Control reacher hard (target radius 0.015), sparse reward (paper Table 1)")
+for _name, _task in _METAWORLD_TASKS.items():
+    register(_name, _task, f"Meta-World {_task.metaworld_name}, hidden random goal, reward = success (paper Table 2)")
 register("chain", ContinuousChain, "Continuous chain: r_d near x = 0, r_g near x = L (our deep-exploration probe)")
 register(
     "deep_chain", DeepChain, "Deep-sea chain: a fixed random action sign per cell; no constant action reaches the goal"
@@ -64,6 +69,7 @@ __all__ = [
     "Hopper",
     "Humanoid",
     "LocomotionConfig",
+    "MetaWorldConfig",
     "MjxEnv",
     "State",
     "config_of",

@@ -320,10 +320,13 @@ def table_command(argv: list[str]) -> None:
         raise SystemExit(f"error: unknown algorithm(s) {', '.join(unknown) or '(none given)'}; valid: {', '.join(_algos())}")
     if _sets_what_is_chosen(rest):
         raise SystemExit("error: table chooses the profile, algorithm and tasks of each run; use --block/--tasks and --algos")
+    seeds = args.seeds if args.seeds is not None else (5 if args.block in ("metaworld", "table2") else 10)
+    if seeds < 1:
+        raise SystemExit(f"error: --seeds must be >= 1, got {seeds}")
     configs = {}
     for algo in algo_names:
         for task in task_names:
-            config = cli.configure(_load(task), [*rest, "--seeds", str(args.seeds), "--algo", algo], prog=f"train.py table (profile {task})")
+            config = cli.configure(_load(task), [*rest, "--seeds", str(seeds), "--algo", algo], prog=f"train.py table (profile {task})")
             _check_env(config)
             configs[(algo, task)] = config
     programs = plan(configs, group_tasks=args.group_tasks)

@@ -121,7 +121,16 @@ def time_mjx(name: str, num_envs: int, cfg: EnvBenchConfig) -> dict[str, Any]:
 
 
 def time_gymnasium(name: str, num_steps: int, seed: int = 0) -> dict[str, Any]:
-    """Steps/s of Gymnasium's own env for `name`'s robot: one instance, random actions."""
+    """Steps/s of Gymnasium's own env for `name`'s robot (for a Meta-World task, Meta-World's own
+    env, resets included at its 500-step episodes): one instance, random actions."""
+    from envs.metaworld import TASKS as METAWORLD_TASKS
+
+    if name in METAWORLD_TASKS:
+        from envs import metaworld_reference
+
+        task = METAWORLD_TASKS[name].metaworld_name
+        timed = metaworld_reference.steps_per_second(task, steps=num_steps, seed=seed)
+        return {"env": f"metaworld {task}", "steps_per_s": round(timed["steps_per_second_with_resets"], 1)}
     genv = make_gymnasium(name)
     genv.reset(seed=seed)
     rng = np.random.default_rng(seed)

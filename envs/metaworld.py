@@ -12,6 +12,9 @@ What Meta-World 3.0.0 defines (`metaworld/sawyer_xyz_env.py` and `metaworld/envs
   box (-0.5, 0.4, 0.05)..(0.5, 1.0, 0.5)) with its quaternion held at (1, 0, 1, 0); the two
   finger actuators get (action[3], -action[3]); 5 physics steps of 2.5 ms per env step;
 - after the physics the position-dependent fields are recomputed (Meta-World's `mj_forward`);
+- physics as the files (Euler, 2.5 ms, Newton) except: pyramidal friction cones where the files
+  have elliptic ones (MJX's elliptic Newton solve is ~60x slower on the CPU), and 4 solver and
+  4 line-search iterations run as fixed trips (files: 50 / 50); both measured (README);
 - observation [39]: hand position, gripper opening (finger distance / 0.1, clipped to [0, 1]),
   the task's object position and quaternion (padded to 14), the same 18 values from the previous
   step, and the goal, zeroed because it is hidden (`hidden_goal=False` shows it, as Meta-World's
@@ -62,6 +65,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import warnings
 from typing import Any, ClassVar
 
 import jax
@@ -85,6 +89,7 @@ HAND_OBS_HIGH = (0.525, 1.025, 0.7)
 """`SawyerXYZEnv._HAND_SPACE`: the observation space's bounds for the hand position."""
 MOCAP_QUAT = (1.0, 0.0, 1.0, 0.0)
 """Meta-World writes this (unnormalised) quaternion to the mocap body at every step."""
+CONES = {"pyramidal": mujoco.mjtCone.mjCONE_PYRAMIDAL, "elliptic": mujoco.mjtCone.mjCONE_ELLIPTIC}
 FRAME_SIZE = 18
 """Hand (3), gripper (1), object position and quaternion padded to 14."""
 
@@ -105,6 +110,10 @@ class MetaWorldConfig:
     solver_loop: str = "fixed"
     """"fixed": exactly `iterations` solver trips, no data-dependent loop (`envs.mjx_solver`);
     "while": MJX's own while loop."""
+    cone: str = "pyramidal"
+    """Friction cone: "pyramidal" or "elliptic" (Meta-World's files). MJX's Newton solve with
+    elliptic cones took 1.25 s per forward pass of window-close on the CPU against 20 ms with
+    pyramidal cones (README "Meta-World": the deviation and success it costs are measured)."""
     body_tree_barriers: bool = True
     """One fusion boundary per level of MJX's body-tree passes (`envs.mjx_body_tree`): the
     Sawyer's 13-level tree otherwise makes XLA recompute each level once per level below it."""
@@ -117,6 +126,8 @@ class MetaWorldConfig:
     def __post_init__(self) -> None:
         if self.episode_length < 1:
             raise ValueError(f"episode_length must be >= 1, got {self.episode_length}")
+        if self.cone not in CONES:
+            raise ValueError(f"unknown cone {self.cone!r}; valid: {', '.join(CONES)}")
         self.physics  # noqa: B018 - validates the solver settings
 
     @property
@@ -206,9 +217,14 @@ class MetaWorldTask(MjxEnv):
             self.metaworld_name, stand_ins=self.config.stand_ins, prune_pairs=self.config.prune_pairs
         )
         self.config.physics.apply(model)
+        model.opt.cone = CONES[self.config.cone]
         if self.config.body_tree_barriers:
             mjx_body_tree.check_mjx_version()
-        super().__init__(model, FRAME_SKIP, self.config.solver_loop)
+        with warnings.catch_warnings():
+            # MJX notes that the gripper base mesh has a face of > 20 vertices ("may lead to
+            # performance issues"); it is Meta-World's mesh, measured as it is (README).
+            warnings.filterwarnings("ignore", message='Mesh "eGripperBase" has a coplanar face')
+            super().__init__(model, FRAME_SKIP, self.config.solver_loop)
         original = metaworld_model.load_model(self.metaworld_name, stand_ins=False, prune_pairs=False)
         self.hand_reset = hand_reset_state(original, self.hand_init_pos)
         self._hand = model.body("hand").id
@@ -218,6 +234,10 @@ class MetaWorldTask(MjxEnv):
         self._moved = None if self.moved_body is None else model.body(self.moved_body).id
         self._random_low = jp.asarray(self.random_low, jp.float32)
         self._random_high = jp.asarray(self.random_high, jp.float32)
+
+    @property
+    def action_size(self) -> int:
+        return 4  # the mocap's xyz delta and the gripper (the model's two actuators get +-action[3])
 
     # -- per task -------------------------------------------------------------------------------
     def place(self, rand: jax.Array, qpos: jax.Array, qvel: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:

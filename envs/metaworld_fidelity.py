@@ -37,7 +37,21 @@ from envs import metaworld as mw
 from envs import metaworld_reference as reference
 from envs.base import State
 
+BATCH = 50
+"""States stepped per call: one compiled batch size for every comparison (MJX reserves every
+candidate contact per instance, so 400 at once took 16 GB on the CPU)."""
 BY_METAWORLD_NAME = {task.metaworld_name: name for name, task in mw.TASKS.items()}
+
+
+_PROGRAMS: dict[tuple[int, str], Any] = {}
+
+
+def _program(env: mw.MetaWorldTask, kind: str, make) -> Any:
+    """One jitted program per env and kind, so every record of a task reuses its compilation."""
+    key = (id(env), kind)
+    if key not in _PROGRAMS:
+        _PROGRAMS[key] = jax.jit(make())
+    return _PROGRAMS[key]
 
 
 def _episode_values(env: mw.MetaWorldTask, rec: dict[str, np.ndarray], index: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -79,7 +93,7 @@ def recorded_states(env: mw.MetaWorldTask, rec: dict[str, np.ndarray], index: np
         zero = jp.zeros(())
         return State(data, jp.zeros(39), zero, zero, env.metrics(data, zero, info["target"]), info)
 
-    return jax.jit(jax.vmap(build))(arrays, info)
+    return _program(env, "build", lambda: jax.vmap(build))(arrays, info)
 
 
 def semantics(env: mw.MetaWorldTask, rec: dict[str, np.ndarray]) -> dict[str, Any]:
@@ -94,7 +108,7 @@ def semantics(env: mw.MetaWorldTask, rec: dict[str, np.ndarray]) -> dict[str, An
         )
         return obs, env.success(state.pipeline_state, obs, state.info["target"])
 
-    obs, success = jax.jit(jax.vmap(observe))(states)
+    obs, success = _program(env, "observe", lambda: jax.vmap(observe))(states)
     obs_error = np.abs(np.asarray(obs, np.float64) - rec["next_obs"])
     success = np.asarray(success, np.float64)
     return {
@@ -156,15 +170,21 @@ def one_step(env: mw.MetaWorldTask, rec: dict[str, np.ndarray], count: int = 400
     """One MJX env step from `count` recorded states (every policy kind, evenly spread) with the
     recorded action, against the recorded C MuJoCo next state."""
     index = np.linspace(0, len(rec["t"]) - 1, min(count, len(rec["t"]))).astype(int)
-    states = recorded_states(env, rec, index)
-    actions = jp.asarray(rec["action"][index], jp.float32)
-    stepped = jax.jit(jax.vmap(env.step))(states, actions)
-    qpos = np.asarray(stepped.pipeline_state.qpos, np.float64)
+    qpos, obs, reward = [], [], []
+    step = _program(env, "step", lambda: jax.vmap(env.step))
+    for start in range(0, len(index), BATCH):
+        real = index[start : start + BATCH]
+        batch = np.resize(real, BATCH)  # the last batch padded with repeats: one compiled size
+        stepped = step(recorded_states(env, rec, batch), jp.asarray(rec["action"][batch], jp.float32))
+        qpos.append(np.asarray(stepped.pipeline_state.qpos, np.float64)[: len(real)])
+        obs.append(np.asarray(stepped.obs, np.float64)[: len(real)])
+        reward.append(np.asarray(stepped.reward, np.float64)[: len(real)])
+    qpos, obs, reward = (np.concatenate(x) for x in (qpos, obs, reward))
     expected = rec["next_qpos"][index]
     arm = np.abs(qpos[:, :7] - expected[:, :7])
-    hand = np.linalg.norm(np.asarray(stepped.obs, np.float64)[:, :3] - rec["next_obs"][index, :3], axis=-1)
-    obj = np.linalg.norm(np.asarray(stepped.obs, np.float64)[:, 4:7] - rec["next_obs"][index, 4:7], axis=-1)
-    agree = np.mean(np.asarray(stepped.reward, np.float64) == rec["success"][index])
+    hand = np.linalg.norm(obs[:, :3] - rec["next_obs"][index, :3], axis=-1)
+    obj = np.linalg.norm(obs[:, 4:7] - rec["next_obs"][index, 4:7], axis=-1)
+    agree = np.mean(reward == rec["success"][index])
 
     def summary(values):
         return {"median": float(np.median(values)), "p99": float(np.quantile(values, 0.99)), "max": float(np.max(values))}
@@ -178,12 +198,40 @@ def one_step(env: mw.MetaWorldTask, rec: dict[str, np.ndarray], count: int = 400
     }
 
 
+def c_one_step(env: mw.MetaWorldTask, rec: dict[str, np.ndarray], count: int = 400) -> dict[str, Any]:
+    """The same states and actions stepped by Meta-World's own env under *this* MuJoCo (C), for a
+    record made under another release: how far the two C MuJoCo releases are apart."""
+    index = np.linspace(0, len(rec["t"]) - 1, min(count, len(rec["t"]))).astype(int)
+    ref = reference.make_reference_env(env.metaworld_name, seed=0)
+    arm, hand, obj = [], [], []
+    for i in index:
+        got = reference.replay_step(ref, rec, int(i))
+        arm.append(np.max(np.abs(got["next_qpos"][:7] - rec["next_qpos"][i, :7])))
+        hand.append(np.linalg.norm(got["next_obs"][:3] - rec["next_obs"][i, :3]))
+        obj.append(np.linalg.norm(got["next_obs"][4:7] - rec["next_obs"][i, 4:7]))
+
+    def summary(values):
+        return {"median": float(np.median(values)), "p99": float(np.quantile(values, 0.99)), "max": float(np.max(values))}
+
+    return {"states": int(len(index)), "arm_joint_rad": summary(arm), "hand_m": summary(hand), "object_m": summary(obj)}
+
+
+def cone_effect(env: mw.MetaWorldTask, episodes: int = 100, seed: int = 0) -> dict[str, Any]:
+    """Meta-World's own env and scripted policy in C MuJoCo with the files' elliptic friction cone
+    and with the pyramidal one our MJX env uses: closed-loop success at any and at the final step."""
+    out = {}
+    for cone in ("elliptic", "pyramidal"):
+        rates = reference.scripted_success(env.metaworld_name, episodes, seed, cone=cone)
+        out[cone] = {key: rates[key] for key in ("success_any", "success_any_ci95", "success_final", "success_final_ci95")}
+    return out
+
+
 def closed_loop(env: mw.MetaWorldTask, episodes: int = 100, seed: int = 0) -> dict[str, Any]:
     """Meta-World's scripted policy (on the host, from our observations) driving `episodes`
     instances of our env in one batch for a whole episode: success at any step and at the last."""
     policy = reference.make_policy(env.metaworld_name)
-    reset = jax.jit(jax.vmap(env.reset))
-    step = jax.jit(jax.vmap(env.step))
+    reset = _program(env, "reset", lambda: jax.vmap(env.reset))
+    step = _program(env, "step", lambda: jax.vmap(env.step))
     state = reset(jax.random.split(jax.random.PRNGKey(seed), episodes))
     any_success = np.zeros(episodes, bool)
     for _ in range(env.episode_length):
@@ -201,7 +249,7 @@ def closed_loop(env: mw.MetaWorldTask, episodes: int = 100, seed: int = 0) -> di
     }
 
 
-def measure(name: str, records: str, *, closed_loop_episodes: int = 0) -> dict[str, Any]:
+def measure(name: str, records: str, *, closed_loop_episodes: int = 0, one_step_states: int = 400) -> dict[str, Any]:
     """Every check for the task `name` against the records in `records/<mujoco version>/`."""
     env = mw.TASKS[name]()
     task = env.metaworld_name
@@ -212,8 +260,10 @@ def measure(name: str, records: str, *, closed_loop_episodes: int = 0) -> dict[s
         if not os.path.isfile(path):
             continue
         rec = reference.load(path)
-        entry: dict[str, Any] = {"one_step": one_step(env, rec)}
-        if version == f"mujoco-{mujoco.__version__}":  # the semantics need the same MuJoCo
+        entry: dict[str, Any] = {"one_step": one_step(env, rec, one_step_states)}
+        if version != f"mujoco-{mujoco.__version__}":
+            entry["c_mujoco_one_step"] = c_one_step(env, rec, one_step_states)
+        else:  # the semantics need the same MuJoCo
             entry["semantics"] = semantics(env, rec)
             resets = os.path.join(records, version, f"{task}_resets.npz")
             if os.path.isfile(resets):
@@ -221,13 +271,45 @@ def measure(name: str, records: str, *, closed_loop_episodes: int = 0) -> dict[s
         success = os.path.join(records, version, "success.json")
         if os.path.isfile(success):
             with open(success) as handle:
-                entry["scripted_success_reference"] = json.load(handle).get(task)
+                entry["scripted_success_reference"] = json.load(handle).get("tasks", {}).get(task)
         result[version] = entry
     result["reset_agreement"] = reset_agreement(env)
+    result["cone_effect_c_mujoco"] = cone_effect(env)
     if closed_loop_episodes:
         result["closed_loop"] = closed_loop(env, closed_loop_episodes)
     result["seconds"] = round(time.perf_counter() - started, 1)
     return result
+
+
+def markdown_table(results: dict[str, Any]) -> str:
+    """The README's table of a `measure` results file."""
+    ours, other = f"mujoco-{mujoco.__version__}", "mujoco-3.3.0"
+    rows = [
+        "| task | obs max error | success agrees | reset KS min p | one step vs C 3.17: arm median / max (rad), object max (m) "
+        "| vs C 3.3: arm max, object max | C 3.17 vs C 3.3: arm max, object max | C scripted success elliptic -> pyramidal (any / final) |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for name, r in results.items():
+        mine, theirs = r[ours], r.get(other, {})
+        sem, step = mine["semantics"], mine["one_step"]
+        cone = r["cone_effect_c_mujoco"]
+        row = [
+            name,
+            f"{sem['obs_max_abs_error']:.1e}",
+            f"{100 * sem['success_agreement']:.0f} % of {sem['states']:,}",
+            f"{mine['reset_distribution']['min_p_value']:.2f}",
+            f"{step['arm_joint_rad']['median']:.1e} / {step['arm_joint_rad']['max']:.1e}, {step['object_m']['max']:.1e}",
+        ]
+        if theirs:
+            row.append(f"{theirs['one_step']['arm_joint_rad']['max']:.1e}, {theirs['one_step']['object_m']['max']:.1e}")
+            cc = theirs["c_mujoco_one_step"]
+            row.append(f"{cc['arm_joint_rad']['max']:.1e}, {cc['object_m']['max']:.1e}")
+        else:
+            row += ["-", "-"]
+        e, p = cone["elliptic"], cone["pyramidal"]
+        row.append(f"{e['success_any']:.2f} / {e['success_final']:.2f} -> {p['success_any']:.2f} / {p['success_final']:.2f}")
+        rows.append("| " + " | ".join(row) + " |")
+    return "\n".join(rows)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -235,6 +317,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--records", required=True, help="directory with <mujoco-version>/<task>.npz records")
     parser.add_argument("--tasks", nargs="*", default=list(mw.TASKS), choices=list(mw.TASKS))
     parser.add_argument("--closed-loop-episodes", type=int, default=0)
+    parser.add_argument("--one-step-states", type=int, default=400)
     parser.add_argument("--out", required=True)
     args = parser.parse_args(argv)
     results: dict[str, Any] = {}
@@ -242,7 +325,9 @@ def main(argv: list[str] | None = None) -> int:
         with open(args.out) as handle:
             results = json.load(handle)
     for name in args.tasks:
-        results[name] = measure(name, args.records, closed_loop_episodes=args.closed_loop_episodes)
+        results[name] = measure(
+            name, args.records, closed_loop_episodes=args.closed_loop_episodes, one_step_states=args.one_step_states
+        )
         print(json.dumps(results[name], indent=1), flush=True)
         with open(args.out, "w") as handle:  # after every task: nothing measured is lost
             json.dump(results, handle, indent=1)

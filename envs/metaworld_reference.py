@@ -494,10 +494,15 @@ def wilson(k: int, n: int, z: float = 1.959963984540054) -> tuple[float, float]:
     return (max(0.0, c - h), min(1.0, c + h))
 
 
-def scripted_success(task: str, episodes: int, seed: int, steps_per_episode: int = 500) -> dict[str, Any]:
+def scripted_success(
+    task: str, episodes: int, seed: int, steps_per_episode: int = 500, cone: str | None = None
+) -> dict[str, Any]:
     """Closed-loop success of Meta-World's scripted policy (sees the true goal)
-    in the hidden-goal, random-goal setting."""
+    in the hidden-goal, random-goal setting; `cone` ("pyramidal" or "elliptic")
+    replaces the model file's friction cone."""
     env = make_reference_env(task, seed)
+    if cone is not None:
+        env.model.opt.cone = {"pyramidal": mujoco.mjtCone.mjCONE_PYRAMIDAL, "elliptic": mujoco.mjtCone.mjCONE_ELLIPTIC}[cone]
     pol = make_policy(task)
     any_s, final_s, first = [], [], []
     t0 = time.perf_counter()

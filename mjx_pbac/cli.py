@@ -210,8 +210,8 @@ class TableArgs:
     """Instead of a block: any profiles, comma-separated (e.g. chain)."""
     algos: Annotated[str, tyro.conf.arg(metavar="A1,A2,...")] = ",".join(PAPER_ALGOS)
     """Comma-separated algorithms (--algo's choices); by default the paper's columns."""
-    seeds: int = 10
-    """Seeds per run (the paper's 10; 5 for Meta-World)."""
+    seeds: Annotated[int | None, tyro.conf.arg(help_behavior_hint="(default: 10; 5 for metaworld)")] = None
+    """Seeds per run; by default the paper's: 10, and 5 for the Meta-World block."""
     out: Annotated[str | None, tyro.conf.arg(metavar="DIR", help_behavior_hint="(default: tables/BLOCK)")] = None
     """The table directory."""
     group_tasks: bool = True

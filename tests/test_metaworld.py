@@ -101,6 +101,8 @@ def test_config_errors_are_named():
         envs.make("mw_reach", episode_length=0)
     with pytest.raises(ValueError, match="iterations"):
         envs.make("mw_reach", iterations=0)
+    with pytest.raises(ValueError, match="unknown cone 'round'; valid: pyramidal, elliptic"):
+        envs.make("mw_reach", cone="round")
     with pytest.raises(ValueError, match="unknown environment 'mw_drawer_opne'.*mw_drawer_open"):
         envs.make("mw_drawer_opne")
 
@@ -156,7 +158,7 @@ def test_pbac_trains_on_reach_through_the_one_command(tmp_path):
     """`train.py --profile mw_reach` with tiny sizes: runs, logs success rates, and writes them."""
     import train as cli
 
-    code = cli.main(
+    cli.main(
         [
             "--profile", "mw_reach",
             "--train.total-steps", "120",
@@ -171,11 +173,35 @@ def test_pbac_trains_on_reach_through_the_one_command(tmp_path):
             "--pbac.num-critics", "2",
             "--pbac.hidden-sizes", "16", "16",
             "--train.run-dir", str(tmp_path / "run"),
-            "--train.no-progress",
+            "--train.progress", "False",
         ]
     )
-    assert code == 0
     records = [json.loads(line) for line in open(tmp_path / "run" / "eval.jsonl")]
     assert records and all(0.0 <= r["success_rate"] <= 1.0 for r in records)
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert "success_rate" in summary["final_eval"]
+
+
+def test_body_tree_barriers_change_no_result_and_are_restored():
+    """With a barrier after each body-tree level (`envs.mjx_body_tree`), kinematics on the Sawyer's
+    13-level tree gives MJX's own result to float32 rounding; the patch is undone on exit, and the
+    compiled program holds one barrier per level."""
+    from mujoco import mjx
+    from mujoco.mjx._src import scan
+
+    from envs import mjx_body_tree
+
+    model = metaworld_model.load_model("drawer-open-v3")
+    mx = mjx.put_model(model)
+    qpos = jp.asarray(model.qpos0 + 0.1 * np.random.default_rng(0).standard_normal(model.nq), jp.float32)
+    data = mjx.make_data(mx).replace(qpos=qpos)
+    original = scan._nvmap
+    plain = jax.jit(lambda d: mjx.kinematics(mx, d))(data)
+    with mjx_body_tree.level_barriers():
+        assert scan._nvmap is not original
+        lowered = jax.jit(lambda d: mjx.kinematics(mx, d)).lower(data)
+        barred = lowered.compile()(data)
+    assert scan._nvmap is original
+    assert lowered.as_text().count("optimization_barrier") >= 13
+    for name in ("xpos", "xquat", "site_xpos", "geom_xmat"):
+        np.testing.assert_allclose(getattr(barred, name), getattr(plain, name), atol=2e-6, err_msg=name)

@@ -198,11 +198,14 @@ def one_step(env: mw.MetaWorldTask, rec: dict[str, np.ndarray], count: int = 400
     }
 
 
-def c_one_step(env: mw.MetaWorldTask, rec: dict[str, np.ndarray], count: int = 400) -> dict[str, Any]:
-    """The same states and actions stepped by Meta-World's own env under *this* MuJoCo (C), for a
-    record made under another release: how far the two C MuJoCo releases are apart."""
+def c_one_step(env: mw.MetaWorldTask, rec: dict[str, np.ndarray], count: int = 400, cone: str | None = None) -> dict[str, Any]:
+    """The same states and actions stepped by Meta-World's own env under *this* MuJoCo (C): for a
+    record made under another release, how far the two C MuJoCo releases are apart; with `cone`,
+    how far that friction cone moves C MuJoCo from the record's (the files' elliptic)."""
     index = np.linspace(0, len(rec["t"]) - 1, min(count, len(rec["t"]))).astype(int)
     ref = reference.make_reference_env(env.metaworld_name, seed=0)
+    if cone is not None:
+        ref.model.opt.cone = mw.CONES[cone]
     arm, hand, obj = [], [], []
     for i in index:
         got = reference.replay_step(ref, rec, int(i))
@@ -264,6 +267,7 @@ def measure(name: str, records: str, *, closed_loop_episodes: int = 0, one_step_
         if version != f"mujoco-{mujoco.__version__}":
             entry["c_mujoco_one_step"] = c_one_step(env, rec, one_step_states)
         else:  # the semantics need the same MuJoCo
+            entry["c_mujoco_cone_one_step"] = c_one_step(env, rec, one_step_states, cone=env.config.cone)
             entry["semantics"] = semantics(env, rec)
             resets = os.path.join(records, version, f"{task}_resets.npz")
             if os.path.isfile(resets):
@@ -286,8 +290,9 @@ def markdown_table(results: dict[str, Any]) -> str:
     ours, other = f"mujoco-{mujoco.__version__}", "mujoco-3.3.0"
     rows = [
         "| task | obs max error | success agrees | reset KS min p | one step vs C 3.17: arm median / max (rad), object max (m) "
-        "| vs C 3.3: arm max, object max | C 3.17 vs C 3.3: arm max, object max | C scripted success elliptic -> pyramidal (any / final) |",
-        "|---|---|---|---|---|---|---|---|",
+        "| C 3.17 pyramidal vs elliptic: arm median / max, object max | vs C 3.3: arm max, object max "
+        "| C 3.17 vs C 3.3: arm max, object max | C scripted success elliptic -> pyramidal (any / final) |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for name, r in results.items():
         mine, theirs = r[ours], r.get(other, {})
@@ -300,6 +305,12 @@ def markdown_table(results: dict[str, Any]) -> str:
             f"{mine['reset_distribution']['min_p_value']:.2f}",
             f"{step['arm_joint_rad']['median']:.1e} / {step['arm_joint_rad']['max']:.1e}, {step['object_m']['max']:.1e}",
         ]
+        cone_step = mine.get("c_mujoco_cone_one_step")
+        row.append(
+            f"{cone_step['arm_joint_rad']['median']:.1e} / {cone_step['arm_joint_rad']['max']:.1e}, {cone_step['object_m']['max']:.1e}"
+            if cone_step
+            else "-"
+        )
         if theirs:
             row.append(f"{theirs['one_step']['arm_joint_rad']['max']:.1e}, {theirs['one_step']['object_m']['max']:.1e}")
             cc = theirs["c_mujoco_one_step"]

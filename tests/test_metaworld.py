@@ -127,9 +127,9 @@ def test_every_task_traces_with_meta_world_sizes(name):
 def test_drawer_open_physics_and_scripted_policy_follow_meta_world(recorded):
     """One compiled batch of 8: one step from 8 recorded states lands within 5 mm of C MuJoCo
     (measured up to 2-3 mm on 400 states: the pyramidal friction cone moves C MuJoCo itself by
-    as much, README "Meta-World"); then Meta-World's scripted policy drives the 8 instances for 60 steps with nothing
-    crossing to the host inside the step and no retrace, and their success matches what
-    Meta-World's own env reaches from the same resets."""
+    as much, README "Meta-World"); then Meta-World's scripted policy drives the 8 instances for
+    100 steps with nothing crossing to the host inside the step and no retrace, and every one
+    succeeds, as every episode of Meta-World's own env does."""
     env = mw.TASKS["mw_drawer_open"]()
     rec = recorded("mw_drawer_open")
     index = np.linspace(0, len(rec["t"]) - 1, 8).astype(int)
@@ -148,14 +148,14 @@ def test_drawer_open_physics_and_scripted_policy_follow_meta_world(recorded):
     policy = reference.make_policy(env.metaworld_name)
     state = jax.jit(jax.vmap(env.reset))(jax.random.split(jax.random.PRNGKey(0), 8))
     ever = np.zeros(8, bool)
-    for _ in range(60):
+    for _ in range(100):
         actions = np.stack([np.clip(policy.get_action(o.copy()), -1, 1) for o in np.asarray(state.obs, np.float64)])
         actions = jax.device_put(jp.asarray(actions, jp.float32))
         with jax.transfer_guard("disallow"):
             state = step(state, actions)
         ever |= np.asarray(state.reward) > 0
-    # Meta-World's scripted drawer-open succeeds in every one of 100 episodes (README), within
-    # ~40-50 steps; here 60 steps.
+    # Meta-World's scripted drawer-open succeeds in every one of 100 episodes of its own env
+    # (first success at step 87 median, 92 at most); here 100 steps.
     assert ever.all(), ever
 
 

@@ -625,13 +625,20 @@ time); sticky: uniform actions held for 5-30 steps; random: uniform actions ever
 
 
 def metaworld_env(task: str, seed: int, model: mujoco.MjModel | None = None):
-    """Meta-World's goal-hidden env for `task` (goal random per episode, as MT1), with the weld
-    fix monkeypatched; `model` replaces its model (same structure) when given."""
+    """Meta-World's goal-hidden env for `task` (goal random per episode, as MT1), built with the
+    weld fix; `model` replaces its model (same structure) when given."""
     import metaworld.sawyer_xyz_env as sawyer_xyz_env
     from metaworld.env_dict import ALL_V3_ENVIRONMENTS_GOAL_HIDDEN
 
-    sawyer_xyz_env.SawyerMocapBase.reset_mocap_welds = lambda self: fix_weld_eq_data(self.model)
-    env = ALL_V3_ENVIRONMENTS_GOAL_HIDDEN[f"{task}-goal-hidden"](seed=seed)
+    # Meta-World calls `reset_mocap_welds` only while the env is built: patched for that, then
+    # restored, so other users of Meta-World's classes see them unchanged.
+    base = sawyer_xyz_env.SawyerMocapBase
+    original = base.reset_mocap_welds
+    base.reset_mocap_welds = lambda self: fix_weld_eq_data(self.model)
+    try:
+        env = ALL_V3_ENVIRONMENTS_GOAL_HIDDEN[f"{task}-goal-hidden"](seed=seed)
+    finally:
+        base.reset_mocap_welds = original
     env._freeze_rand_vec = False
     if model is not None:
         env.model = model

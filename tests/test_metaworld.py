@@ -25,6 +25,7 @@ from envs import metaworld as mw
 from envs import metaworld_fidelity as fidelity
 from envs import metaworld_model
 from envs import metaworld_reference as reference
+from mjx_pbac.hlo import program_stats
 
 ALL_TASKS = list(mw.TASKS)
 QUICK_TASKS = ["mw_drawer_open", "mw_reach"]  # a stale first frame; a scipy quaternion and a redrawn reset
@@ -128,8 +129,9 @@ def test_drawer_open_physics_and_scripted_policy_follow_meta_world(recorded):
     """One compiled batch of 8: one step from 8 recorded states lands within 5 mm of C MuJoCo
     (measured up to 2-3 mm on 400 states: the pyramidal friction cone moves C MuJoCo itself by
     as much, README "Meta-World"); then Meta-World's scripted policy drives the 8 instances for
-    100 steps with nothing crossing to the host inside the step and no retrace, and every one
-    succeeds, as every episode of Meta-World's own env does."""
+    100 steps with nothing crossing to the host inside the step, one trace, no data-dependent loop
+    or branch in the program, and every one succeeds, as every episode of Meta-World's own env
+    does."""
     env = mw.TASKS["mw_drawer_open"]()
     rec = recorded("mw_drawer_open")
     index = np.linspace(0, len(rec["t"]) - 1, 8).astype(int)
@@ -140,7 +142,14 @@ def test_drawer_open_physics_and_scripted_policy_follow_meta_world(recorded):
     def step(states, actions):
         return jax.vmap(env.step)(states, actions)
 
-    stepped = step(fidelity.recorded_states(env, rec, index), jp.asarray(rec["action"][index]))
+    states = fidelity.recorded_states(env, rec, index)
+    # One compiled program serves every call below; it must hold no data-dependent loop and no
+    # branch (each costs a host round trip per trip on a GPU).
+    compiled = step.lower(states, jp.asarray(rec["action"][index])).compile()
+    stats = program_stats(compiled)
+    assert stats["data_dependent_loops"] == 0 and stats["conditionals"] == 0, stats
+    step = compiled
+    stepped = step(states, jp.asarray(rec["action"][index]))
     hand = np.linalg.norm(np.asarray(stepped.obs)[:, :3] - rec["next_obs"][index, :3], axis=-1)
     drawer = np.abs(np.asarray(stepped.obs)[:, 5] - rec["next_obs"][index, 5])
     assert hand.max() < 5e-3 and drawer.max() < 5e-3, (hand, drawer)

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import json
 import os
 import sys
 import tempfile
@@ -427,7 +428,7 @@ def probe_command(argv: list[str]) -> None:
 
 
 def report_command(argv: list[str]) -> None:
-    from mjx_pbac.report import ExplorationPlot, write_report
+    from mjx_pbac.report import ExplorationPlot, parse_scores, write_report
 
     args = cli.parse(cli.ReportArgs, argv, "train.py report")
     plots = []
@@ -452,10 +453,23 @@ def report_command(argv: list[str]) -> None:
     if Path(args.out).exists() and not Path(args.out).is_dir():
         raise SystemExit(f"error: --out {args.out} is an existing file; give a directory for the report")
     try:
-        written = write_report(list(args.run_dirs), args.out, exploration=plots or None)
+        scores = parse_scores(args.score)
+        written = write_report(
+            list(args.run_dirs), args.out, exploration=plots or None, x=args.x, scores=scores, score_fractions=args.score_fraction
+        )
     except ValueError as error:
         raise SystemExit(f"error: {error}") from None
-    print(f"wrote {written['markdown']}, {written['latex']} and {len(written['curves'])} curve figure(s) in {args.out}")
+    for row in json.loads(Path(written["time_to_score"]).read_text()):
+        if row["score"] is None:
+            continue
+        where = (
+            f"reached at {row['env_steps']:,} env steps, "
+            + (f"{row['wall_s'] / 60:.1f} min wall-clock" if row["wall_s"] is not None else "no wall-clock in the logs")
+            if row["reached"] else f"not reached (best {row['best']:.4g} at {row['best_env_steps']:,} env steps)"
+        )
+        print(f"{row['task']} / {row['method']}: score {row['score']:.4g} ({row['score_source']}) {where}")
+    print(f"wrote {written['markdown']}, {written['latex']}, {written['time_to_score']} and "
+          f"{len(written['curves'])} curve figure(s) in {args.out}")
 
 
 def bench_env_command(argv: list[str]) -> None:

@@ -68,6 +68,12 @@ class MethodCurves:
     success: np.ndarray | None = None
     """[S, P] each seed's success rate (fraction of its evaluation episodes that succeeded) at
     each point, for envs that report success (Meta-World); None otherwise."""
+    wall_s: np.ndarray | None = None
+    """[S, P] the seed's run's wall-clock seconds when the policy of each point existed (eval
+    rows' `wall_s`: compiles, evaluations and checkpoints included); NaN at points whose rows
+    carry none (logs from before the clocks existed); None when no point carries one."""
+    train_s: np.ndarray | None = None
+    """[S, P] the same in training seconds (eval rows' `train_s`: the training chunks alone)."""
 
     def final_success(self) -> dict[int, float]:
         """Seed -> success rate at the last evaluation point (paper Table 2 (a))."""
@@ -159,6 +165,8 @@ class _SeedCurve:
     returns: np.ndarray
     status: str = "finished"
     success: np.ndarray | None = None
+    wall_s: np.ndarray | None = None
+    train_s: np.ndarray | None = None
 
 
 def _load_run(run_dir: Path, notes: list[str]) -> list[_SeedCurve]:
@@ -174,6 +182,7 @@ def _load_run(run_dir: Path, notes: list[str]) -> list[_SeedCurve]:
 
     points: dict[int, dict[int, float]] = {index: {} for index in members}
     success: dict[int, dict[int, float]] = {index: {} for index in members}
+    clocks: dict[int, dict[int, tuple[float, float]]] = {index: {} for index in members}
     for evaluation in _read_jsonl(run_dir / "eval.jsonl", notes):
         index = int(evaluation["member"])
         if index not in members:
@@ -191,6 +200,8 @@ def _load_run(run_dir: Path, notes: list[str]) -> list[_SeedCurve]:
         points[index][steps] = float(evaluation["return_mean"])
         if "success_rate" in evaluation:
             success[index][steps] = float(evaluation["success_rate"])
+        if "wall_s" in evaluation:
+            clocks[index][steps] = (float(evaluation["wall_s"]), float(evaluation.get("train_s", math.nan)))
 
     status = _run_status(run_dir)
     if status is None:
@@ -221,10 +232,14 @@ def _load_run(run_dir: Path, notes: list[str]) -> list[_SeedCurve]:
                 f"{run_dir}: member {index} ({member['label']}, seed {member['seed']}) has a success rate at "
                 f"{len(success[index])} of its {len(steps)} evaluations; its success rates are left out"
             )
+        wall = train = None
+        if clocks[index]:
+            times = np.array([clocks[index].get(int(step), (math.nan, math.nan)) for step in steps], dtype=np.float64)
+            wall, train = times[:, 0], times[:, 1]
         curves.append(
             _SeedCurve(
                 member_task, str(member["label"]), int(member["seed"]), str(run_dir), index, steps, returns,
-                status or "no summary", member_success,
+                status or "no summary", member_success, wall, train,
             )
         )
     return curves
@@ -314,6 +329,12 @@ def load_runs(run_dirs: PathLike | Iterable[PathLike]) -> Curves:
         if any(with_success) and not all(with_success):
             lacking = [curve.seed for curve in seed_curves if curve.success is None]
             notes.append(f"{task} / {method}: seeds {lacking} carry no success rate; the method is reported by return")
+        timed = any(curve.wall_s is not None for curve in seed_curves)
+
+        def clock(curve: _SeedCurve, name: str) -> np.ndarray:
+            values = getattr(curve, name)
+            return np.full(len(curve.env_steps), math.nan) if values is None else values
+
         entries[(task, method)] = MethodCurves(
             task=task,
             method=method,
@@ -323,6 +344,8 @@ def load_runs(run_dirs: PathLike | Iterable[PathLike]) -> Curves:
             sources=tuple(curve.run_dir for curve in seed_curves),
             unfinished=tuple(sorted({curve.status for curve in seed_curves} - {"finished"})),
             success=np.stack([curve.success for curve in seed_curves]) if all(with_success) else None,
+            wall_s=np.stack([clock(curve, "wall_s") for curve in seed_curves]) if timed else None,
+            train_s=np.stack([clock(curve, "train_s") for curve in seed_curves]) if timed else None,
         )
     if mismatches:
         raise ValueError("\n".join(mismatches))
@@ -560,6 +583,189 @@ def results_tables(curves: Curves) -> tuple[str, str]:
 
 
 # ---------------------------------------------------------------------------------------------
+# Time to score
+
+CLOCKS = {"steps": "env steps", "wall": "wall-clock (min)", "train": "training time (min)"}
+"""The x axes a curve can be drawn against (`plot_curves`): env steps, or one of a run's clocks
+(eval rows' `wall_s`, `train_s`; `mjx_pbac.runner.Clocks`)."""
+
+
+def parse_scores(entries: Sequence[str]) -> dict[str | None, float]:
+    """`--score` entries -> {task: score}, the key None for a bare number that applies to every
+    task: ("700",) -> {None: 700.0}; ("cartpole_swingup_sparse=700", "reacher_hard=800") ->
+    per task. A ValueError says what is malformed."""
+    scores: dict[str | None, float] = {}
+    for entry in entries:
+        task, sep, raw = str(entry).rpartition("=")
+        key = task.strip() if sep else None
+        if sep and not key:
+            raise ValueError(f"malformed score {entry!r}: expected a number or TASK=NUMBER, e.g. 700 or reacher_hard=800")
+        try:
+            value = float(raw)
+        except ValueError:
+            raise ValueError(f"malformed score {entry!r}: {raw.strip()!r} is not a number (expected NUMBER or TASK=NUMBER)") from None
+        if not math.isfinite(value):
+            raise ValueError(f"score {entry!r} is not finite")
+        if key in scores:
+            raise ValueError(f"score for {key or 'every task'} given twice")
+        scores[key] = value
+    return scores
+
+
+@dataclasses.dataclass(frozen=True)
+class ScoreTime:
+    """When the seeds of a method first reached a score on a task (one row of the time-to-score
+    table): the first evaluation point where the seeds' statistic (IQM of the evaluation returns;
+    for a success task, the mean success rate) is >= `score`."""
+
+    task: str
+    method: str
+    seeds: int
+    statistic: str
+    """"IQM return" or "mean success rate"."""
+    score: float | None
+    """The target; None when the task has no known score (nothing given, not in the paper)."""
+    score_source: str
+    """Where the target comes from: "paper PBAC final" (`mjx_pbac.paper`), "--score", or a
+    fraction of either (e.g. "0.9 x paper PBAC final 785")."""
+    env_steps: int | None
+    """The first evaluation point at or above the score; None: not reached."""
+    wall_s: float | None
+    """The run's wall-clock at that point (the latest of the seeds' runs, when they came from
+    several); None when not reached or the logs carry no clock there."""
+    train_s: float | None
+    """The same in training seconds."""
+    best: float
+    """The statistic's best value over the evaluation points..."""
+    best_env_steps: int
+    """...and where."""
+    final: float
+    """The statistic at the last evaluation point."""
+    final_env_steps: int
+    final_wall_s: float | None
+    """The run's wall-clock at the last evaluation point (None when unknown)."""
+    runs: tuple[str, ...]
+
+    @property
+    def reached(self) -> bool:
+        return self.env_steps is not None
+
+    def as_record(self) -> dict[str, Any]:
+        return {**dataclasses.asdict(self), "runs": list(self.runs), "reached": self.reached}
+
+
+def _statistic(entry: MethodCurves, success: bool) -> np.ndarray:
+    """[P] the seeds' statistic at each evaluation point: the IQM of the returns, or (a success
+    task) the mean success rate."""
+    if success:
+        return entry.success.mean(axis=0)
+    return _iqm_band(entry.returns)[0]
+
+
+def _clock_at(values: np.ndarray | None, point: int) -> float | None:
+    """The latest seed's clock at `point` ([S, P]); None if any seed's is unknown there."""
+    if values is None:
+        return None
+    column = values[:, point]
+    return None if np.isnan(column).any() else float(column.max())
+
+
+def time_to_score(
+    curves: Curves,
+    scores: Mapping[str | None, float] | None = None,
+    fractions: Sequence[float] = (1.0,),
+) -> list[ScoreTime]:
+    """One row per task, method and fraction: when the seeds first reached `fraction` x the
+    task's score. The score is `scores[task]`, else `scores[None]` (every task), else the
+    paper's PBAC final value on the task (`mjx_pbac.paper.score`); a task with none gets rows
+    with score None (not reached). Not reaching a score is a value (`env_steps` None), never an
+    error."""
+    from mjx_pbac import paper
+
+    scores = dict(scores or {})
+    for fraction in fractions:
+        if not (math.isfinite(fraction) and fraction > 0):
+            raise ValueError(f"score fractions must be finite and > 0, got {fraction}")
+    rows = []
+    success_tasks = curves.success_tasks
+    for task in curves.tasks:
+        success = task in success_tasks
+        if task in scores or None in scores:
+            base, source = scores.get(task, scores.get(None)), "--score"
+        else:
+            base, source = paper.score(task), "paper PBAC final"
+        for method in curves.methods:
+            entry = curves.get(task, method)
+            if entry is None:
+                continue
+            statistic = _statistic(entry, success)
+            best = int(np.argmax(statistic))
+            for fraction in fractions if base is not None else (1.0,):  # no score: one row
+                target = None if base is None else fraction * base
+                label = source if fraction == 1.0 or base is None else f"{fraction:g} x {source} {base:g}"
+                hits = [] if target is None else np.flatnonzero(statistic >= target)
+                point = int(hits[0]) if len(hits) else None
+                rows.append(
+                    ScoreTime(
+                        task=task,
+                        method=method,
+                        seeds=len(entry.seeds),
+                        statistic="mean success rate" if success else "IQM return",
+                        score=target,
+                        score_source=label,
+                        env_steps=None if point is None else int(entry.env_steps[point]),
+                        wall_s=None if point is None else _clock_at(entry.wall_s, point),
+                        train_s=None if point is None else _clock_at(entry.train_s, point),
+                        best=float(statistic[best]),
+                        best_env_steps=int(entry.env_steps[best]),
+                        final=float(statistic[-1]),
+                        final_env_steps=int(entry.env_steps[-1]),
+                        final_wall_s=_clock_at(entry.wall_s, len(entry.env_steps) - 1),
+                        runs=tuple(dict.fromkeys(entry.sources)),
+                    )
+                )
+    return rows
+
+
+def _minutes(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{seconds / 60:.1f} min"
+
+
+def _value(value: float, success: bool) -> str:
+    return f"{value:.2f}" if success else _number(value, _decimals(value))
+
+
+def time_to_score_markdown(rows: Sequence[ScoreTime]) -> str:
+    """The time-to-score table as Markdown (a section of results.md)."""
+    lines = [
+        "## Time to score",
+        "",
+        "The first evaluation point at which the seeds' statistic (IQM of the evaluation return; "
+        "success tasks: mean success rate) reached the score, and the run's clocks there: wall-clock "
+        "(since the run began: compiles, evaluations and checkpoints included) and training time "
+        "(the training chunks alone). Seeds from several runs: the latest run's clock. "
+        "The default score is the paper's PBAC final value on the task (`mjx_pbac/paper.py`).",
+        "",
+        "| Task | Method | Seeds | Score | Reached at env step | Wall-clock | Training time | Best (env step) | Final (wall-clock) |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for row in rows:
+        success = row.statistic == "mean success rate"
+        score = "none known" if row.score is None else f"{_value(row.score, success)} ({row.score_source})"
+        if row.reached:
+            cells = [f"{row.env_steps:,}", _minutes(row.wall_s), _minutes(row.train_s)]
+        else:
+            cells = ["not reached", "-", "-"]
+        best = f"{_value(row.best, success)} ({row.best_env_steps:,})"
+        final = f"{_value(row.final, success)} ({_minutes(row.final_wall_s)})"
+        lines.append(
+            f"| {row.task} | {row.method.replace('|', chr(92) + '|')} | {row.seeds} | {score} | "
+            + " | ".join(cells) + f" | {best} | {final} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------------------------------------
 # Figures
 
 
@@ -580,12 +786,35 @@ def _mean_std_band(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarr
     return scores[:, 0], scores[:, 0] - scores[:, 1], scores[:, 0] + scores[:, 1]
 
 
-def plot_curves(curves: Curves, out_dir: PathLike) -> list[Path]:
+def _x_values(entry: MethodCurves, x: str) -> np.ndarray | None:
+    """[P] where each evaluation point of `entry` lies on axis `x` (`CLOCKS`): env steps, or the
+    latest seed's clock in minutes (NaN where a seed's is unknown); None when the logs carry no
+    clock."""
+    if x == "steps":
+        return entry.env_steps.astype(np.float64)
+    values = entry.wall_s if x == "wall" else entry.train_s
+    if values is None:
+        return None
+    return values.max(axis=0) / 60.0  # NaN wherever a seed's is
+
+
+def plot_curves(
+    curves: Curves,
+    out_dir: PathLike,
+    x: str = "steps",
+    scores: Mapping[str, Sequence[float]] | None = None,
+) -> list[Path]:
     """One PNG per task: for a return task (out_dir/curves_<task>.png) per method the IQM across
     seeds at each evaluation point as a line, and the 25-75% quantile band, y evaluation return;
     for a success task (`Curves.success_tasks`, Meta-World; out_dir/success_<task>.png, the
     paper's success rate curves) per method the mean success rate across seeds and a ± std band.
-    x is env steps."""
+
+    x is env steps, or with `x` "wall" / "train" the run's wall-clock / training time in minutes
+    (files curves_wall_<task>.png, curves_train_<task>.png; methods whose logs carry no clock are
+    left out and named in the legend's title). `scores` (task -> values) draws each task's scores
+    as dashed lines."""
+    if x not in CLOCKS:
+        raise ValueError(f"unknown x axis {x!r}; valid: {', '.join(CLOCKS)}")
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = []
@@ -594,26 +823,35 @@ def plot_curves(curves: Curves, out_dir: PathLike) -> list[Path]:
         success = task in success_tasks
         figure = Figure(figsize=(6.4, 4.2), layout="constrained")
         axes = figure.add_subplot()
+        untimed = []
         for method in curves.methods:
             entry = curves.get(task, method)
             if entry is None:
+                continue
+            xs = _x_values(entry, x)
+            if xs is None:
+                untimed.append(method)
                 continue
             if success:
                 middle, lower, upper = _mean_std_band(entry.success)
             else:
                 middle, lower, upper = _iqm_band(entry.returns)
-            (line,) = axes.plot(entry.env_steps, middle, label=f"{method} ({len(entry.seeds)} seeds)")
-            axes.fill_between(entry.env_steps, lower, upper, color=line.get_color(), alpha=0.25, linewidth=0)
+            known = ~np.isnan(xs)
+            (line,) = axes.plot(xs[known], middle[known], label=f"{method} ({len(entry.seeds)} seeds)")
+            axes.fill_between(xs[known], lower[known], upper[known], color=line.get_color(), alpha=0.25, linewidth=0)
+        for shade, score in zip(("0.3", "0.6", "0.8"), (scores or {}).get(task, ())):
+            axes.axhline(score, color=shade, linestyle="--", linewidth=1, label=f"score {score:g}")
         axes.set_title(task)
-        axes.set_xlabel("env steps")
+        axes.set_xlabel(CLOCKS[x])
         if success:
             axes.set_ylabel("success rate (mean ± std over seeds)")
             axes.set_ylim(-0.05, 1.05)
         else:
             axes.set_ylabel("evaluation return")
         axes.grid(alpha=0.3)
-        axes.legend()
-        path = out_dir / f"{'success' if success else 'curves'}_{_file_name(task)}.png"
+        axes.legend(title=f"no clock in the logs: {', '.join(untimed)}" if untimed else None, title_fontsize=8)
+        kind = "success" if success else "curves"
+        path = out_dir / (f"{kind}_{_file_name(task)}.png" if x == "steps" else f"{kind}_{x}_{_file_name(task)}.png")
         figure.savefig(path, dpi=110)
         paths.append(path)
     return paths
@@ -717,20 +955,36 @@ def write_report(
     run_dirs: PathLike | Sequence[PathLike],
     out_dir: PathLike,
     exploration: ExplorationPlot | Mapping[str, Any] | Sequence[ExplorationPlot | Mapping[str, Any]] | None = None,
+    x: Sequence[str] = ("steps",),
+    scores: Mapping[str | None, float] | None = None,
+    score_fractions: Sequence[float] = (1.0,),
 ) -> dict[str, Path | list[Path]]:
-    """Writes results.md (the tables, notes, figure links), results.tex, curves_<task>.png (a
-    success task: success_<task>.png) and,
-    when `exploration` is given (an ExplorationPlot or a dict of its fields), exploration.png; a
-    list of them gives exploration_<i>_<task>.png each (and a list under "exploration").
+    """Writes results.md (the tables, the time-to-score table, notes, figure links), results.tex,
+    time_to_score.json (`time_to_score` with `scores` and `score_fractions`), the curves against
+    each axis of `x` (`plot_curves`: "steps" curves_<task>.png, a success task
+    success_<task>.png; "wall", "train" curves_wall_<task>.png, ...; the scores drawn as dashed
+    lines) and, when `exploration` is given (an ExplorationPlot or a dict of its fields),
+    exploration.png; a list of them gives exploration_<i>_<task>.png each (and a list under
+    "exploration").
 
-    Returns {"markdown": path, "latex": path, "curves": [paths, one per task], "exploration": path
-    (if drawn)}.
+    Returns {"markdown": path, "latex": path, "time_to_score": path, "curves": [paths, one per
+    task and axis], "exploration": path (if drawn)}.
     """
     out_dir = Path(out_dir)
+    unknown = [axis for axis in x if axis not in CLOCKS]
+    if unknown or not x:
+        raise ValueError(f"unknown x axis {', '.join(map(repr, unknown)) or '(none given)'}; valid: {', '.join(CLOCKS)}")
     curves = load_runs(run_dirs)  # refuses bad run directories before anything is written
+    score_rows = time_to_score(curves, scores, score_fractions)
     out_dir.mkdir(parents=True, exist_ok=True)
     markdown, latex = results_tables(curves)
-    written: dict[str, Path | list[Path]] = {"curves": plot_curves(curves, out_dir)}
+    drawn: dict[str, list[float]] = {}
+    for row in score_rows:
+        if row.score is not None and row.score not in drawn.setdefault(row.task, []):
+            drawn[row.task].append(row.score)
+    written: dict[str, Path | list[Path]] = {
+        "curves": [path for axis in dict.fromkeys(x) for path in plot_curves(curves, out_dir, axis, drawn)]
+    }
     figures = [path.name for path in written["curves"]]
     if exploration is not None:
         single = isinstance(exploration, (ExplorationPlot, Mapping))
@@ -745,6 +999,9 @@ def write_report(
             )
             figures.append(name)
         written["exploration"] = paths[0] if single else paths
+    markdown += "\n" + time_to_score_markdown(score_rows)
+    written["time_to_score"] = out_dir / "time_to_score.json"
+    written["time_to_score"].write_text(json.dumps([row.as_record() for row in score_rows], indent=1) + "\n")
     markdown += "\n## Figures\n\n" + "\n".join(f"![{name}]({name})" for name in figures) + "\n"
     markdown += "\n## Runs\n\n" + "\n".join(f"- {run_dir}" for run_dir in curves.run_dirs) + "\n"
     written["markdown"] = out_dir / "results.md"

@@ -8,7 +8,8 @@ RUN_DIR/
                     (and, for an env that reports success, the episodes' success rate)
   eval.jsonl        one record per evaluation: every episode's return and length (and, for an
                     env that reports success, `success_rate`: the fraction of the episodes
-                    with return > 0, Meta-World's success of an episode)
+                    with return > 0, Meta-World's success of an episode), and the run's two
+                    clocks when that policy existed (`Clocks`): `wall_s` and `train_s`
   tb/               TensorBoard scalars (tensorboardX)
   checkpoints/      step_<env steps>.npz, the newest `keep_checkpoints` (damaged ones found on
                     resume are renamed step_<env steps>.npz.damaged)
@@ -96,6 +97,36 @@ class RunFailed(RunError):
     """An error ended the run (status failed); raised from that error."""
 
     exit_code = ExitCode.FAILED
+
+
+class Clocks:
+    """A run's two clocks, in seconds, continued across resumes (checkpoints carry both).
+
+    - `wall_s`: since the run began, everything included: setting up the state, compiling,
+      training, evaluating, checkpointing (the wall-clock a user waits; time to score reads it).
+      A resumed run continues from the value at its checkpoint, plus its own set-up; the time
+      between the processes (the run not running) is not counted.
+    - `train_s`: the training chunks alone: compiles (timed apart, `compile_s`), evaluations and
+      checkpoints excluded (the training throughput's clock).
+    """
+
+    def __init__(self) -> None:
+        self._origin = time.perf_counter()
+        self.train_s = 0.0
+        self.compile_s = 0.0
+
+    def continue_from(self, wall_s: float, train_s: float, compile_s: float = 0.0) -> None:
+        """Adds the clocks of the checkpoint a run resumes from."""
+        self._origin -= wall_s
+        self.train_s += train_s
+        self.compile_s += compile_s
+
+    @property
+    def wall_s(self) -> float:
+        return time.perf_counter() - self._origin
+
+    def record(self) -> dict[str, float]:
+        return {"wall_s": self.wall_s, "train_s": self.train_s}
 
 
 class Built(NamedTuple):
@@ -424,7 +455,7 @@ class _Run:
         succeeded iff its return > 0, and evaluations log the success rate."""
         self.called: set[str] = set()  # programs run by this process: a first call includes its compile
         self.env_steps = 0  # reached so far (the end of the last chunk run)
-        self.started = time.perf_counter()
+        self.clocks = Clocks()
         self.progress: Progress | None = None
 
     # -- status ---------------------------------------------------------------------------
@@ -454,7 +485,7 @@ class _Run:
             f"stopped at once by a second {signal_name(signum)} after {self.env_steps:,} env steps; nothing after "
             f"checkpoint {self._newest_checkpoint()} was kept. Continue with `python train.py --resume {self.run_dir}`"
         )
-        self._summary("interrupted", message, time.perf_counter() - self.started, exit_code=128 + signum)
+        self._summary("interrupted", message, self.clocks.wall_s, exit_code=128 + signum)
         self._say(message)
 
     def execute(self) -> Path:
@@ -466,12 +497,12 @@ class _Run:
                 if self.record is not None and self.writer:
                     write_json(self.run_dir / "config.json", self.record)
                     self._summary("running", "", 0.0)
+                self.clocks = Clocks()  # from here: building the state counts as the run's time
                 state = self.built.init_state()
-                chunk, elapsed = 0, 0.0
+                chunk = 0
                 if self.resume:
-                    state, chunk, elapsed = self._restore(state)
-                    self._summary("running", "", elapsed)
-                self.started = time.perf_counter() - elapsed
+                    state, chunk = self._restore(state)
+                    self._summary("running", "", self.clocks.wall_s)
                 self.env_steps = chunk * self.schedule.chunk_env_steps
                 logger = (
                     RunLogger(self.run_dir, self.members, self.train.tensorboard, purge_step=(self.env_steps + 1) if chunk else None)
@@ -512,7 +543,7 @@ class _Run:
                     with contextlib.suppress(Exception):
                         logger.close()
                 if record_status:
-                    self._summary(status, message, time.perf_counter() - self.started, exit_code=exit_code, error=error_text)
+                    self._summary(status, message, self.clocks.wall_s, exit_code=exit_code, error=error_text)
         if status == "interrupted":
             raise RunInterrupted(message, exit_code)
         return self.run_dir
@@ -529,8 +560,9 @@ class _Run:
         except OSError:
             return None
 
-    def _restore(self, template) -> tuple[Any, int, float]:
-        """(state, chunk, elapsed) from the newest usable checkpoint; with none, the run starts
+    def _restore(self, template) -> tuple[Any, int]:
+        """(state, chunk) from the newest usable checkpoint, its clocks continued in
+        `self.clocks`; with none, the run starts
         again from step 0 with its earlier outputs set aside in RUN_DIR/attempts/N."""
         found = checkpoint.restore_newest(self.checkpoint_dir, self.layout.host_template(template), warn=self._say)
         if found is None:
@@ -539,7 +571,7 @@ class _Run:
             self._say(f"no usable checkpoint in {self.checkpoint_dir}: starting {self.run_dir} again from step 0{where}")
             self._record_changes(0)
             self.resume = False
-            return template, 0, 0.0
+            return template, 0
         host_state, metadata, path = found
         stored = metadata.get("config")
         if stored is not None:
@@ -557,7 +589,7 @@ class _Run:
                     f"checkpoint {path} was written with other settings than {self.run_dir}/config.json "
                     f"({', '.join(differing)}): it belongs to another run; move it away or start a new run"
                 )
-        chunk, elapsed = int(metadata["chunk"]), float(metadata["elapsed_s"])
+        chunk = int(metadata["chunk"])
         env_steps = chunk * self.schedule.chunk_env_steps
         if env_steps != metadata["env_steps"] or chunk > self.schedule.num_chunks:
             raise RunError(
@@ -569,7 +601,10 @@ class _Run:
             for name in ("metrics.jsonl", "eval.jsonl", "visits.jsonl"):
                 truncate_jsonl(self.run_dir / name, env_steps)
         self._say(f"resuming {self.run_dir} from {path.name} ({env_steps:,} env steps, {self.layout.describe()})")
-        return self.layout.restore(host_state, like=template), chunk, elapsed
+        wall_s = float(metadata["elapsed_s"])
+        # Checkpoints written before train_s existed: its clock continues from the wall-clock's.
+        self.clocks.continue_from(wall_s, float(metadata.get("train_s", wall_s)), float(metadata.get("compile_s", 0.0)))
+        return self.layout.restore(host_state, like=template), chunk
 
     def _record_changes(self, env_steps: int) -> None:
         """Writes the resume's allowed changes into config.json (config, digest, a history entry)."""
@@ -617,12 +652,12 @@ class _Run:
                 self._evaluate(state, env_steps, logger)
             requested = devices.agreed_signal(stop.requested)  # every process stops after the same chunk
             if chunk % self.schedule.checkpoint_every_chunks == 0 or last or requested is not None:
-                self._save(state, chunk, time.perf_counter() - self.started)
+                self._save(state, chunk)
                 saved_chunk = chunk
         if chunk == self.schedule.num_chunks:
             return "finished", ""
         if saved_chunk != chunk:  # stopped before the first chunk of this process: nothing new to keep
-            self._save(state, chunk, time.perf_counter() - self.started)
+            self._save(state, chunk)
         name = signal_name(requested)
         if chunk == 0:
             return "interrupted", (
@@ -638,11 +673,18 @@ class _Run:
         warmup = chunk < self.schedule.warmup_chunks
         name = "warmup_chunk" if warmup else "train_chunk"
         function = getattr(self.trainer, name)
+        first_call = name not in self.called
+        compile_seconds = 0.0
+        if first_call:  # compiled ahead, timed apart, so that train_s holds no compile
+            tick = time.perf_counter()
+            self._compile(function, state)
+            compile_seconds = time.perf_counter() - tick
+            self.clocks.compile_s += compile_seconds
         tick = time.perf_counter()
         state, metrics = function(state)
         metrics = self.layout.gather(metrics)  # the one host transfer per chunk (it also waits for it)
         seconds = time.perf_counter() - tick
-        first_call = name not in self.called
+        self.clocks.train_s += seconds
         self.called.add(name)
         chunk += 1
         env_steps = chunk * self.schedule.chunk_env_steps
@@ -709,8 +751,17 @@ class _Run:
             )
         else:
             what = "warm-up" if warmup else "training"
-            progress.message(f"compiled and ran the first {what} chunk in {seconds:.1f} s")
+            progress.message(f"compiled the {what} chunk in {compile_seconds:.1f} s and ran its first in {seconds:.1f} s")
         return state, chunk
+
+    @staticmethod
+    def _compile(function, state) -> None:
+        """Compiles a chunk program for `state` without running it (the jitted function's own
+        cache keeps the executable, so its first call runs without compiling). A trainer whose
+        chunks are plain functions (tests wrap them) has nothing to compile ahead."""
+        lower = getattr(function, "lower", None)
+        if lower is not None:
+            lower(state).compile()
 
     def _member_name(self, member: Member) -> str:
         """"pbac seed 3", or "ant_delayed pbac seed 3" when the run trains several tasks."""
@@ -738,6 +789,7 @@ class _Run:
         ]
 
     def _evaluate(self, state, env_steps: int, logger: RunLogger) -> None:
+        clocks = self.clocks.record()  # when this policy existed, before its evaluation runs
         result = self.layout.gather(self.trainer.evaluate(state))
         returns = np.asarray(result["returns"], dtype=float)  # [M, E]
         lengths = np.asarray(result["lengths"])
@@ -756,6 +808,7 @@ class _Run:
                 "return_mean": float(returns[m.index].mean()),
                 "return_std": float(returns[m.index].std()),
                 "length_mean": float(lengths[m.index].mean()),
+                **clocks,
             }
             if success is not None:
                 record["success_rate"] = float(success[m.index])
@@ -763,7 +816,7 @@ class _Run:
             records.append(record)
         logger.log_eval(records)
 
-    def _save(self, state, chunk: int, elapsed: float) -> None:
+    def _save(self, state, chunk: int) -> None:
         members = self.layout.gather(state)  # every process takes part; process 0 writes
         if not self.writer:
             return
@@ -771,7 +824,13 @@ class _Run:
             self.checkpoint_dir,
             members,
             env_steps=chunk * self.schedule.chunk_env_steps,
-            metadata={"chunk": chunk, "elapsed_s": elapsed, "config": config_to_dict(self.config)},
+            metadata={
+                "chunk": chunk,
+                "elapsed_s": self.clocks.wall_s,
+                "train_s": self.clocks.train_s,
+                "compile_s": self.clocks.compile_s,
+                "config": config_to_dict(self.config),
+            },
             keep=self.train.keep_checkpoints,
         )
 
@@ -797,6 +856,8 @@ class _Run:
             "exit_code": int(exit_code),
             "env_steps": self.env_steps,
             "elapsed_s": elapsed,
+            "train_s": self.clocks.train_s,
+            "compile_s": self.clocks.compile_s,
             "final_eval": {
                 "env_steps": last_step,
                 "return_mean": float(np.mean([e["return_mean"] for e in final])),

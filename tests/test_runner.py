@@ -21,7 +21,7 @@ import train as cli
 from mjx_pbac import checkpoint, runner
 from mjx_pbac.config import RunConfig, load_profile
 
-TIMING = {"chunk_seconds", "env_steps_per_s", "updates_per_s", "compiled"}
+TIMING = {"chunk_seconds", "env_steps_per_s", "updates_per_s", "compiled", "wall_s", "train_s"}
 
 
 def _tiny_chain(run_dir, **train_overrides) -> RunConfig:
@@ -117,6 +117,15 @@ def test_run_writes_config_logs_tensorboard_checkpoints_and_summary(reference_ru
     assert names == [f"step_{s:09d}.npz" for s in (1000, 2000, 3000, 4000)]
     summary = json.loads((reference_run / "summary.json").read_text())
     assert summary["status"] == "finished" and summary["final_eval"]["env_steps"] == 4000
+    # The clocks: every evaluation row carries the wall-clock (everything) and the training time
+    # (training chunks only; compiles, evaluations and checkpoints excluded) when its policy existed.
+    rows = [json.loads(line) for line in open(reference_run / "eval.jsonl")]
+    walls, trains = [row["wall_s"] for row in rows[::2]], [row["train_s"] for row in rows[::2]]
+    assert trains[0] == 0.0 and walls[0] > 0 and all(a < b for a, b in zip(walls, walls[1:]))
+    assert all(a < b for a, b in zip(trains, trains[1:])) and all(t < w for t, w in zip(trains, walls))
+    assert [row["wall_s"] for row in rows[1::2]] == walls  # the members of one program share them
+    assert summary["train_s"] == pytest.approx(trains[-1]) and summary["elapsed_s"] > walls[-1]
+    assert summary["compile_s"] > 0 and summary["train_s"] + summary["compile_s"] < summary["elapsed_s"]
 
 
 @pytest.mark.slow
@@ -135,10 +144,20 @@ def test_resume_after_interrupt_equals_uninterrupted_run(tmp_path, monkeypatch, 
     assert summary["status"] == "interrupted" and "--resume" in summary["message"] and summary["exit_code"] == 75
     assert checkpoint.latest(run_dir / "checkpoints").name == "step_000003000.npz"
 
+    clocks = checkpoint.read_metadata(checkpoint.latest(run_dir / "checkpoints"))
+    before = [json.loads(line) for line in open(run_dir / "eval.jsonl")]
+
     monkeypatch.undo()
     runner.train(None, resume_dir=run_dir)
     assert _records(run_dir / "metrics.jsonl") == _records(reference_run / "metrics.jsonl")
     assert _records(run_dir / "eval.jsonl") == _records(reference_run / "eval.jsonl")
+    # Both clocks continue from the checkpoint's: the evaluation after the resume counts the first
+    # process's time too (its rows before the checkpoint are kept as they were).
+    after = [json.loads(line) for line in open(run_dir / "eval.jsonl")]
+    assert [(r["wall_s"], r["train_s"]) for r in after[:4]] == [(r["wall_s"], r["train_s"]) for r in before]
+    final = after[-1]
+    assert final["env_steps"] == 4000 and final["wall_s"] > clocks["elapsed_s"] > before[-1]["wall_s"]
+    assert final["train_s"] > clocks["train_s"] > before[-1]["train_s"]
     resumed, reference = _final_arrays(run_dir), _final_arrays(reference_run)
     assert resumed.keys() == reference.keys()
     for name in reference:

@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# High-throughput PBAC on the MuJoCo tasks: the `<task>_fast` profiles (thousands of envs per
+# seed), SEEDS seeds in one program per task, return against wall-clock and the time to the
+# paper's score (README "Fast training"; ../shared/gpu/QUEUE.md item 3).
+#
+# On a lent GPU, one device call (`carry: [".whl"]`, timeout_s 600):
+#   COMMIT=<hash> bash benchmarks/gpu/fast.sh
+# Here on the CPU, the same commands at tiny sizes (tests/test_gpu_scripts.py runs it):
+#   DRY_RUN=1 bash benchmarks/gpu/fast.sh
+#
+# Tasks run one after another in TASKS' order (delayed Ant, Hopper, Humanoid first, then the
+# dense ones) while time is left: the first gets FIRST_SECONDS, each later one TASK_SECONDS,
+# none starts with under MIN_SECONDS left (a program compiles for about a minute), and the
+# script ends by its LIMIT (setup.sh). A task cut short by its time keeps the evaluations it made
+# (timeout sends SIGTERM: the run stops after its chunk). Written to $OUT as it goes (at most 8
+# files come back from a device call): log.txt, device.txt, results.md and time_to_score.json
+# (`train.py report --x steps wall`, rewritten after every task and every COPY_SECONDS during
+# one), and fast_runs.tgz (each run's config.json, eval.jsonl, metrics.jsonl, visits.jsonl,
+# summary.json and the whole report with its figures; no checkpoints). The runs themselves stay
+# in $WORK on the machine.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+source benchmarks/gpu/setup.sh
+
+TASKS=${TASKS:-"ant_delayed hopper_delayed humanoid_delayed ant hopper humanoid ant_very_delayed hopper_very_delayed"}
+SEEDS=${SEEDS:-10}
+FIRST_SECONDS=${FIRST_SECONDS:-270}
+TASK_SECONDS=${TASK_SECONDS:-150}
+MIN_SECONDS=${MIN_SECONDS:-100}
+COPY_SECONDS=${COPY_SECONDS:-30}
+WORK=${WORK:-/tmp/fast}  # the runs (checkpoints included) and the report; only a bundle goes to $OUT
+EXTRA=()
+if [ "${DRY_RUN:-0}" = 1 ]; then
+  # The same commands at tiny sizes: 2 seeds of 2 envs, 2 critics of width 8, three short chunks,
+  # on DM Control cartpole (the cheapest MJX program to compile) unless DRY_TASKS names others.
+  TASKS=${DRY_TASKS:-cartpole_swingup_sparse}
+  SEEDS=2 FIRST_SECONDS=300 TASK_SECONDS=300 MIN_SECONDS=1 COPY_SECONDS=60
+  WORK=$(mktemp -d)
+  EXTRA=(--train.num-envs 2 --train.batch-size 16 --train.updates-per-step 1 --train.buffer-size 400
+         --train.total-steps 120 --train.warmup-steps 40 --train.chunk-steps 40 --train.eval-interval 40
+         --train.eval-episodes 2 --train.env-overrides episode_length=20 --pbac.num-critics 2 --pbac.hidden-sizes 8 8)
+fi
+RUNS=$WORK/runs REPORT=$WORK/report
+mkdir -p "$RUNS" "$REPORT"
+log() { echo "$@" | tee -a "$OUT/log.txt"; }
+
+collect() {  # the report and the bundle, from what the runs wrote so far
+  local dirs=()
+  for dir in "$RUNS"/*/; do [ -s "$dir/eval.jsonl" ] && dirs+=("${dir%/}"); done
+  [ ${#dirs[@]} -gt 0 ] || return 0
+  python3 train.py report "${dirs[@]}" --out "$REPORT" --x steps wall > "$WORK/printed.txt" 2>&1 \
+    || { log "report failed:"; tail -3 "$WORK/printed.txt" | tee -a "$OUT/log.txt"; }
+  cp "$REPORT/results.md" "$REPORT/time_to_score.json" "$OUT/" 2>/dev/null
+  tar -czf "$OUT/fast_runs.tgz.tmp" -C "$WORK" --exclude=checkpoints --exclude=tb --exclude=.lock runs report \
+    && mv "$OUT/fast_runs.tgz.tmp" "$OUT/fast_runs.tgz"
+}
+
+first=1
+for task in $TASKS; do
+  left=$(seconds_left)
+  budget=$(( first ? FIRST_SECONDS : TASK_SECONDS ))
+  (( budget > left - 15 )) && budget=$(( left - 15 ))
+  if (( budget < MIN_SECONDS )); then
+    log "$task: skipped, ${left} s left (needs ${MIN_SECONDS})"
+    continue
+  fi
+  first=0
+  log "== $task: ${task}_fast, $SEEDS seeds, up to ${budget} s ($(date -u +%H:%M:%S))"
+  ( while sleep "$COPY_SECONDS"; do collect; done ) &
+  copier=$!
+  timeout -k 30 "$budget" python3 train.py --profile "${task}_fast" --seeds "$SEEDS" --train.run-dir "$RUNS/$task" \
+    --train.progress False --train.tensorboard False "${EXTRA[@]}" 2>&1 | grep -v -i warp | tee -a "$OUT/log.txt"
+  status=${PIPESTATUS[0]}
+  kill "$copier" 2>/dev/null; wait "$copier" 2>/dev/null
+  log "$task: exit $status ($( [ "$status" = 124 ] && echo 'cut at its time' || echo 'its own end'))"
+  collect
+done
+collect
+log "time to score:"; grep -v '^wrote' "$WORK/printed.txt" 2>/dev/null | tee -a "$OUT/log.txt"
+ls -la "$OUT"

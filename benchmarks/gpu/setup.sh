@@ -1,0 +1,40 @@
+# Sourced by the scripts of benchmarks/gpu/ (from the repository root). Two modes:
+#
+# - On a lent GPU machine (the repo copied there, `.whl` carried: `bash benchmarks/gpu_wheels.sh`
+#   builds it here): installs the wheels beside the machine's own CUDA jax.
+# - DRY_RUN=1, here on the CPU: installs nothing; the script runs the same commands at tiny sizes
+#   (each script picks them), so a test can run it and the script cannot rot unseen.
+#
+# Either way it sets $OUT (what comes back from the device: at most 8 files, 2 folders deep; a
+# dry run without $OUT writes to a temporary directory), $DEADLINE (epoch seconds by which the
+# script must be done: now + $LIMIT, default 540 s, inside the device call's 600) and records the
+# device, the jax version and the commit measured in $OUT/device.txt. The commit: `git rev-parse`
+# where .git exists, else $COMMIT (the device copy has no .git: pass COMMIT=<hash> in the command).
+if [ "${DRY_RUN:-0}" = 1 ]; then
+  export OUT=${OUT:-$(mktemp -d)}
+else
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+    && export PYTHONPATH=/tmp/site:$PWD || { echo "setup: installing .whl/ failed (carry .whl, built by benchmarks/gpu_wheels.sh)" >&2; exit 1; }
+  export OUT=${OUT:-/tmp/out}
+  export JAX_COMPILATION_CACHE_DIR=${JAX_COMPILATION_CACHE_DIR:-/tmp/jax_cache} JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS=0
+fi
+export PYTHONUNBUFFERED=1
+mkdir -p "$OUT"
+LIMIT=${LIMIT:-540}
+DEADLINE=$(( $(date +%s) + LIMIT ))
+export LIMIT DEADLINE
+if commit=$(git rev-parse HEAD 2>/dev/null); then
+  git diff --quiet HEAD 2>/dev/null || commit="$commit (with uncommitted changes)"
+else
+  commit=${COMMIT:-unknown}
+fi
+{
+  echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  echo "commit: $commit"
+  echo "dry_run: ${DRY_RUN:-0}"
+  echo "limit_s: $LIMIT"
+  python3 -c "import jax; d = jax.devices()[0]; print(f'jax: {jax.__version__}'); print(f'device: {d.platform} {d.device_kind} x{jax.device_count()}')"
+  command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | sed 's/^/gpu: /'
+} 2>&1 | tee "$OUT/device.txt"
+
+seconds_left() { echo $(( DEADLINE - $(date +%s) )); }

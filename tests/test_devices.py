@@ -25,7 +25,7 @@ from mjx_pbac import config as run_config
 from mjx_pbac import devices, runner
 
 ROOT = Path(__file__).resolve().parents[1]
-TIMING = ("chunk_seconds", "compiled", "env_steps_per_s", "updates_per_s")
+TIMING = runner.TIMING_KEYS
 
 
 def _env(device_count: int, **extra: str) -> dict[str, str]:

@@ -21,7 +21,7 @@ import train as cli
 from mjx_pbac import checkpoint, runner
 from mjx_pbac.config import RunConfig, load_profile
 
-TIMING = {"chunk_seconds", "env_steps_per_s", "updates_per_s", "compiled", "wall_s", "train_s"}
+TIMING = runner.TIMING_KEYS
 
 
 def _tiny_chain(run_dir, **train_overrides) -> RunConfig:

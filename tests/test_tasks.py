@@ -126,6 +126,6 @@ def test_three_tasks_two_seeds_in_one_program_report_per_task(tmp_path):
     ]
     table = (out / "report" / "results.md").read_text()
     for task in HOPPERS:
-        assert table.count(f"| {task} |") == 2, table  # a row in each of the two tables
+        assert table.count(f"| {task} |") == 3, table  # a row in each table: final, AULC, time to score
     cli.main(args)  # again: nothing to do
     assert json.loads((out / "table.json").read_text())["runs"][0]["status"] == "finished"

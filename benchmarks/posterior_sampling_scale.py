@@ -1,11 +1,12 @@
-"""How PBAC's per-instance posterior sampling behaves with many instances (README "Fast training").
+"""How PBAC's per-instance posterior sampling behaves with many instances (docs/fast_training.md).
 
 Takes one trained member of a finished run (its newest checkpoint) and rolls its policy out as
 training acts (`algorithm.acting`: each instance follows one head, redrawn at episode starts and
 every PSR of its steps; actions sampled from that head) for one episode of N instances, for each
-N given; beside it, each head alone on N instances (no redraws) and the evaluation policy (the
-mean over heads). Reports per N: the instances' returns, each head's share of the instance-steps
-and its reward per step, how long an instance stays on one head, and the time per vector step.
+N given; before that, each head alone (no redraws) and the evaluation policy (the mean over heads)
+on 256 instances. Reports per N: the instances' returns, each head's share of the instance-steps
+(overall and at any one step) and its reward per step, how long an instance stays on one head,
+and the time per vector step.
 
     python benchmarks/posterior_sampling_scale.py runs/fast_cpu/pbac_cartpole_swingup_sparse \
         --member 0 --num-envs 16 256 4096 --out docs/fast/posterior_sampling_cpu.json
@@ -88,43 +89,57 @@ def main() -> None:
         "task": config.train.env, "num_heads": heads, "posterior_sampling_rate": int(config.algorithm_config.posterior_sampling_rate),
         "device": device_description(), "rows": [],
     }
+    def write() -> None:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(json.dumps(report, indent=1) + "\n")
+
+    key = jax.random.key(args.seed)
+    # What each head does alone (no redraws) and the evaluation policy, on 256 instances: a
+    # head's policy does not depend on how many instances follow it.
+    alone = []
+    for head in range(heads):
+        rollout = jax.jit(lambda key, h=head: _rollout(env, algorithm, agent, 256, key, h)[0])
+        alone.append(_summary(np.asarray(rollout(jax.random.fold_in(key, 2 + head)))))
+    greedy = jax.jit(lambda key: _rollout(env, algorithm, agent, 256, key, 0, greedy=True)[0])
+    report["each_head_alone_256"] = alone
+    report["evaluation_policy_256"] = _summary(np.asarray(greedy(jax.random.fold_in(key, 99))))
+    print(
+        f"each head alone (256 instances, no redraws): return IQM {' '.join(str(round(h['iqm'])) for h in alone)}; "
+        f"evaluation policy (mean over heads) IQM {report['evaluation_policy_256']['iqm']:.0f}",
+        flush=True,
+    )
+    write()
     for num_envs in args.num_envs:
-        key = jax.random.key(args.seed)
         sampled = jax.jit(lambda key, n=num_envs: _rollout(env, algorithm, agent, n, key, None))
-        jax.block_until_ready(sampled(key))  # compile
+        sampled.lower(key).compile()
         tick = time.perf_counter()
         returns, active, rewards = jax.block_until_ready(sampled(jax.random.fold_in(key, 1)))
         seconds = time.perf_counter() - tick
         returns, active, rewards = np.asarray(returns), np.asarray(active), np.asarray(rewards)
         share = np.bincount(active.ravel(), minlength=heads) / active.size
+        per_step = np.stack([np.bincount(a, minlength=heads) for a in active]) / num_envs  # [T, K]
         reward_per_step = [float(rewards[active == k].mean()) if (active == k).any() else None for k in range(heads)]
         switches = (active[1:] != active[:-1]).sum(axis=0)  # per instance, over the episode
         row = {
             "num_envs": num_envs,
             "posterior_sampling": _summary(returns),
             "head_share": share.tolist(),
+            "head_share_per_step_range": [float(per_step.min()), float(per_step.max())],
             "head_reward_per_step": reward_per_step,
             "steps_per_head_segment": float(active.shape[0] / (switches.mean() + 1)),
             "seconds_per_vector_step": seconds / env.episode_length,
-            "each_head_alone": [],
         }
-        for head in range(heads):
-            alone = jax.jit(lambda key, n=num_envs, h=head: _rollout(env, algorithm, agent, n, key, h)[0])
-            row["each_head_alone"].append(_summary(np.asarray(alone(jax.random.fold_in(key, 2 + head)))))
-        greedy = jax.jit(lambda key, n=num_envs: _rollout(env, algorithm, agent, n, key, 0, greedy=True)[0])
-        row["evaluation_policy"] = _summary(np.asarray(greedy(jax.random.fold_in(key, 99))))
         report["rows"].append(row)
-        alone_iqms = " ".join(f"{h['iqm']:.0f}" for h in row["each_head_alone"])
         print(
             f"N = {num_envs:5d}: posterior sampling return IQM {row['posterior_sampling']['iqm']:.0f} "
-            f"(rewarded {100 * row['posterior_sampling']['rewarded']:.0f} %), head shares "
-            f"{' '.join(f'{s:.3f}' for s in share)}, {row['steps_per_head_segment']:.1f} steps per head segment; "
-            f"heads alone IQM {alone_iqms}; "
-            f"evaluation policy IQM {row['evaluation_policy']['iqm']:.0f}; {1e3 * row['seconds_per_vector_step']:.2f} ms per vector step",
+            f"(rewarded {100 * row['posterior_sampling']['rewarded']:.0f} %); each head's share of the instance-steps "
+            f"{' '.join(f'{x:.3f}' for x in share)} (at any one step {row['head_share_per_step_range'][0]:.3f}-"
+            f"{row['head_share_per_step_range'][1]:.3f}); reward per step by head "
+            f"{' '.join(f'{x:.3f}' for x in reward_per_step)}; {row['steps_per_head_segment']:.1f} steps per head segment; "
+            f"{1e3 * row['seconds_per_vector_step']:.2f} ms per vector step",
             flush=True,
         )
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text(json.dumps(report, indent=1) + "\n")
+        write()
     print(f"wrote {args.out}")
 
 

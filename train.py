@@ -133,6 +133,21 @@ def _with_task_profiles(config: RunConfig, rest: list[str], prog: str) -> RunCon
     return merged
 
 
+def _use_platform(platform: str, option: str = "--train.platform") -> None:
+    """Puts the process on the platform asked for (`--train.platform`) before anything touches a
+    device, and prints the device it computes on as the command's first line (a one-line error
+    when that platform is not there, never a silent run on the CPU)."""
+    from mjx_pbac import devices
+
+    try:
+        line, warning = devices.use_platform(platform, option)
+    except ValueError as error:
+        raise SystemExit(f"error: {error}") from None
+    print(line, flush=True)
+    if warning:
+        print(warning, file=sys.stderr, flush=True)
+
+
 def _check_env(config: RunConfig) -> None:
     """Fails fast, before any compile, on a bad env name, env override, task or sweep value."""
     import envs
@@ -175,6 +190,7 @@ def train_command(argv: list[str]) -> None:
                 f"saved in {chosen.resume}/config.json"
             )
         changes = cli.resume_changes(rest, chosen.resume)
+        _use_platform(changes.get("platform") or _saved_platform(chosen.resume))
         print(f"run finished: {runner.train(None, resume_dir=chosen.resume, changes=changes)}")
         return
     if chosen.profile is not None and chosen.profile_file is not None:
@@ -185,8 +201,18 @@ def train_command(argv: list[str]) -> None:
         name, prog = chosen.profile, f"train.py --profile {chosen.profile}"
     config = cli.configure(_load(chosen.profile, chosen.profile_file), rest, prog)
     config = _with_task_profiles(config, rest, prog=f"train.py --profile {name}")
+    _use_platform(config.train.platform)
     _check_env(config)
     print(f"run finished: {runner.train(config, profile=name)}")
+
+
+def _saved_platform(run_dir: str) -> str:
+    """The platform in a run's config.json ("auto" where it is unreadable or older than the
+    option: the runner then says what is wrong with the run directory)."""
+    try:
+        return json.loads((Path(run_dir) / "config.json").read_text())["config"]["train"].get("platform", "auto")
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return "auto"
 
 
 # -- profile, bench-seeds -------------------------------------------------------------------
@@ -198,6 +224,7 @@ def _measurement(kind: type, command: str, argv: list[str]):
     base = _load(chosen.profile)
     args = cli.parse(kind, rest, f"train.py {command} --profile {chosen.profile}", default=kind(run=cli.TrainOptions.wrap(base)))
     args = dataclasses.replace(args, run=cli.TrainOptions.unwrap(args.run))
+    _use_platform(args.run.train.platform)
     _check_env(args.run)
     return chosen.profile, args
 
@@ -307,8 +334,6 @@ def _one_process(command: str) -> None:
 def table_command(argv: list[str]) -> None:
     from mjx_pbac.table import BLOCKS, plan, run_table
 
-    _one_process("table")
-
     args, rest = cli.parse(cli.TableArgs, argv, "train.py table", known_only=True)
     if (args.block is None) == (args.tasks is None):
         raise SystemExit(f"error: give one of --block ({', '.join(BLOCKS)}) or --tasks T1,T2,...")
@@ -328,6 +353,9 @@ def table_command(argv: list[str]) -> None:
     for algo in algo_names:
         for task in task_names:
             config = cli.configure(_load(task), [*rest, "--seeds", str(seeds), "--algo", algo], prog=f"train.py table (profile {task})")
+            if not configs:
+                _use_platform(config.train.platform)
+                _one_process("table")
             _check_env(config)
             configs[(algo, task)] = config
     programs = plan(configs, group_tasks=args.group_tasks)
@@ -343,8 +371,6 @@ def probe_command(argv: list[str]) -> None:
     import json
 
     from mjx_pbac import runner
-
-    _one_process("probe")
     from mjx_pbac.config import parse_overrides as parse
     from mjx_pbac.probe import VARIANTS, known_answers, task_name, variant_args, write_probe_report
     from mjx_pbac.table import Program, run_table
@@ -367,6 +393,8 @@ def probe_command(argv: list[str]) -> None:
     seed_args = ["--seeds", str(args.seeds)]
     profile_config = _load(args.profile)
     base = cli.configure(profile_config, [*rest, *seed_args], prog=f"train.py probe (profile {args.profile})")
+    _use_platform(base.train.platform)
+    _one_process("probe")
     if not base.train.env.startswith("deep_chain"):
         raise SystemExit(
             f"error: profile {args.profile!r} trains env {base.train.env!r}, not a deep chain; the probe needs a profile "
@@ -477,6 +505,7 @@ def bench_env_command(argv: list[str]) -> None:
     from envs.benchmark import EnvBenchConfig, run_benchmark, write_report
 
     args = cli.parse(cli.BenchEnvArgs, argv, "train.py bench-env")
+    _use_platform(args.platform, "--platform")
     try:
         config = EnvBenchConfig(**args.bench_config_fields(), overrides=parse_overrides(args.set))
     except ValueError as error:

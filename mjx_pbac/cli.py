@@ -302,6 +302,9 @@ class BenchEnvArgs:
     """Env overrides KEY=VALUE for every env, e.g. --set integrator=euler iterations=2."""
     out: str = "bench_env.json"
     """Where the JSON report goes."""
+    platform: Literal["auto", "cpu", "gpu", "tpu"] = "auto"
+    """Where to measure, as the training command's --train.platform (gpu / tpu: an error, not a
+    silent CPU measurement, when JAX has no such device)."""
 
     def bench_config_fields(self) -> dict[str, Any]:
         """The preset's EnvBenchConfig fields with the given sizes in place of its own."""

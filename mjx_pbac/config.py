@@ -101,6 +101,12 @@ class TrainConfig:
     float32 is full precision, as the authors' PyTorch (whose default is full float32) and the
     physics' fidelity need; "default" lets XLA choose (TF32 on recent NVIDIA GPUs, float32 on a
     CPU); tensorfloat32 and bfloat16 trade accuracy for speed on large batches (README)."""
+    platform: Literal["auto", "cpu", "gpu", "tpu"] = "auto"
+    """Where the run computes: auto takes the backend JAX loads (a GPU or TPU if its build is
+    installed and finds one, else the CPU, with a warning when an accelerator build is installed
+    but found nothing); gpu / tpu refuse to start, in one line, when JAX has no such device (never
+    a silent run on the CPU); cpu uses the CPU even where an accelerator exists. Changeable on
+    resume (`mjx_pbac.devices.use_platform`)."""
     devices: int = 0
     """Devices the members are sharded over (`mjx_pbac.devices`): 0 uses every visible device
     (every device of every process in a multi-process run), N the first N. Members that do not

@@ -84,6 +84,89 @@ def initialize_distributed(environ: dict[str, str] | None = None) -> bool:
     return False
 
 
+PLATFORMS = ("auto", "cpu", "gpu", "tpu")
+"""`TrainConfig.platform`'s choices: auto takes the backend JAX loads (its own order: TPU, GPU, CPU)."""
+
+ACCELERATOR_PACKAGES = ("jax-cuda13-plugin", "jax-cuda12-plugin", "jax-rocm7-plugin", "libtpu")
+"""The distributions that give JAX an accelerator backend: a CUDA (or ROCm) build, or libtpu."""
+
+INSTALL_HINT = {
+    "gpu": 'install JAX\'s CUDA build: pip install -e ".[cuda12]" (or ".[cuda13]"), on a machine with an NVIDIA GPU and driver',
+    "tpu": 'install JAX\'s TPU build (pip install "jax[tpu]") on a TPU VM',
+}
+
+
+def accelerator_packages() -> list[str]:
+    """The installed `ACCELERATOR_PACKAGES`, as "name version"."""
+    from importlib import metadata
+
+    found = []
+    for name in ACCELERATOR_PACKAGES:
+        try:
+            found.append(f"{name} {metadata.version(name)}")
+        except metadata.PackageNotFoundError:
+            pass
+    return found
+
+
+def describe_backend() -> str:
+    """One line naming what this process computes on, e.g. "device: gpu (NVIDIA H200) x1, jax 0.11.0"."""
+    device = jax.devices()[0]
+    hosts = jax.process_count()
+    spread = f" x{jax.local_device_count()} here, {jax.device_count()} over {hosts} processes" if hosts > 1 else f" x{jax.device_count()}"
+    return f"device: {device.platform} ({device.device_kind}){spread}, jax {jax.__version__}"
+
+
+def use_platform(platform: str, option: str = "--train.platform") -> tuple[str, str | None]:
+    """Makes this process compute on `platform` (one of `PLATFORMS`) and returns (the
+    `describe_backend` line, a one-line warning or None). Call it before anything touches a
+    device: with "cpu" JAX then loads the CPU backend alone (no accelerator memory is taken).
+    `option` names the setting in messages.
+
+    Raises ValueError, in one line, when the platform asked for is not what JAX can use: "gpu"
+    when JAX loaded only its CPU backend (no CUDA build installed, or a CUDA build that found no
+    usable GPU: JAX falls back to the CPU with a warning, and a run would go on there unnoticed).
+    "auto" keeps JAX's own choice, with the warning when an accelerator build is installed and yet
+    the backend is the CPU."""
+    from jax._src import xla_bridge
+
+    if platform not in PLATFORMS:
+        raise ValueError(f"unknown platform {platform!r}; valid: {', '.join(PLATFORMS)}")
+    if platform == "cpu" and not xla_bridge.backends_are_initialized():
+        jax.config.update("jax_platforms", "cpu")
+    backend = jax.default_backend()
+    installed = accelerator_packages()
+    built = f"jax {jax.__version__}, jaxlib {_jaxlib_version()}"
+    if platform != "auto" and backend != platform:
+        if platform == "cpu":
+            raise ValueError(
+                f"{option} cpu, but JAX's {backend} backend was already loaded in this process; "
+                "set JAX_PLATFORMS=cpu in the environment instead"
+            )
+        why = (
+            f"{', '.join(installed)} installed, but JAX found no usable {platform.upper()} (driver or libraries: "
+            f"JAX's warning above says which); run with JAX_PLATFORMS={'cuda' if platform == 'gpu' else platform} to see the error"
+            if installed else f"no {platform.upper()} build of JAX is installed ({built}); {INSTALL_HINT[platform]}"
+        )
+        raise ValueError(f"{option} {platform}: JAX loaded its {backend} backend, not {platform}: {why}")
+    warning = None
+    if platform == "auto" and backend == "cpu" and installed:
+        warning = (
+            f"warning: {', '.join(installed)} installed, yet JAX found no accelerator and runs on the CPU; "
+            f"{option} gpu makes this an error"
+        )
+    return describe_backend(), warning
+
+
+def _jaxlib_version() -> str:
+    from importlib import metadata
+
+    try:
+        return metadata.version("jaxlib")
+    except metadata.PackageNotFoundError:
+        return "not installed"
+
+
 def is_writer() -> bool:
     """Whether this process writes the run directory (process 0; the only one in a one-process run)."""
     return jax.process_index() == 0

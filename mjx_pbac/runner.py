@@ -60,7 +60,9 @@ from mjx_pbac.loop import VISIT_PREFIX, Trainer, make_trainer, member_inputs, no
 
 RUNS_ROOT = Path("runs")
 
-CHANGEABLE_ON_RESUME = ("total_steps", "eval_interval", "checkpoint_interval", "keep_checkpoints", "progress", "tensorboard", "devices")
+CHANGEABLE_ON_RESUME = (
+    "total_steps", "eval_interval", "checkpoint_interval", "keep_checkpoints", "progress", "tensorboard", "devices", "platform"
+)
 """Train settings `--resume` may change (`python train.py --resume DIR --train.total-steps N`):
 they change neither the state's shapes nor what the steps already taken did (a checkpoint holds
 the members, not how they were laid out over devices)."""

@@ -42,13 +42,15 @@ def test_registry_names_every_algorithm_and_its_sweepable_knobs():
 
 @pytest.mark.parametrize("algo", ALGORITHMS)
 @pytest.mark.slow
-def test_every_algorithm_trains_on_the_chain_through_the_command(algo, tmp_path):
+def test_every_algorithm_trains_on_the_chain_through_the_command(algo, tmp_path, capsys):
     run_dir = tmp_path / algo
+    platform = "cpu" if algo == "sac" else "auto"  # both run here; the first line names the device
     cli.main([
         "--profile", "chain", "--algo", algo, "--seeds", "2", "--train.total-steps", "2000",
         "--train.eval-interval", "1000", "--train.run-dir", str(run_dir), "--train.progress", "False",
-        "--train.tensorboard", "False",
+        "--train.tensorboard", "False", "--train.platform", platform,
     ])
+    assert capsys.readouterr().out.splitlines()[0].startswith("device: cpu (cpu) x1, jax ")
     config = json.loads((run_dir / "config.json").read_text())
     assert config["algorithm"] == algo and [m["label"] for m in config["members"]] == [algo, algo]
     summary = json.loads((run_dir / "summary.json").read_text())

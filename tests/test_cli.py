@@ -92,6 +92,12 @@ def test_shorthands_set_their_train_options_and_give_back_a_plain_train_config()
         (["table", "--tasks", "chain", "--resume=x"], "error: table chooses the profile, algorithm and tasks of each run"),
         (["probe", "--train.env", "chain"], "error: probe chooses the algorithm, env and tasks of each run"),
         (["profile", "--profile", "chain", "--resume", "x"], "Unrecognized options: --resume, x"),
+        # An accelerator asked for and absent: one line naming the backend that loaded, never a CPU run.
+        (["--profile", "chain", "--train.platform", "gpu"], "error: --train.platform gpu: JAX loaded its cpu backend, not gpu: "),
+        (["profile", "--profile", "chain", "--train.platform", "tpu"], "error: --train.platform tpu: JAX loaded its cpu backend"),
+        (["table", "--tasks", "chain", "--train.platform", "gpu"], "error: --train.platform gpu: JAX loaded its cpu backend"),
+        (["bench-env", "--platform", "gpu"], "error: --platform gpu: JAX loaded its cpu backend, not gpu"),
+        (["--profile", "chain", "--train.platform", "cuda"], "invalid choice 'cuda' for argument '--train.platform'. Expected one of ('auto', 'cpu', 'gpu', 'tpu')"),
     ],
 )
 def test_bad_command_lines_are_one_line_with_exit_code_2(argv, message):
@@ -150,3 +156,22 @@ def test_extra_tasks_take_their_profiles_knobs_unless_the_command_line_sets_them
     assert "per-task settings from the tasks' profiles: ant_very_delayed:prior_variance=5.0" in capsys.readouterr().err
     assert tasks_config("--pbac.prior-variance", "1.0").train.task_overrides == ()
     assert tasks_config("--pbac.prior-variance", "2.0", "--train.env", "ant").train.task_overrides == ()
+
+
+def test_platform_check_names_what_loaded_and_what_to_install(monkeypatch):
+    from mjx_pbac import devices
+
+    line, warning = devices.use_platform("auto")
+    assert line == devices.describe_backend() and line.startswith("device: cpu (cpu) x1, jax ") and warning is None
+    assert devices.use_platform("cpu")[0] == line
+    monkeypatch.setattr(devices, "accelerator_packages", lambda: [])
+    with pytest.raises(ValueError, match=r'no GPU build of JAX is installed \(jax .*, jaxlib .*\); .*pip install -e "\.\[cuda12\]"'):
+        devices.use_platform("gpu")
+    # A CUDA build that found no GPU: JAX falls back to the CPU with a warning; we refuse or warn.
+    monkeypatch.setattr(devices, "accelerator_packages", lambda: ["jax-cuda12-plugin 0.10.2"])
+    with pytest.raises(ValueError, match="jax-cuda12-plugin 0.10.2 installed, but JAX found no usable GPU .*JAX_PLATFORMS=cuda"):
+        devices.use_platform("gpu")
+    line, warning = devices.use_platform("auto", "--platform")
+    assert warning.startswith("warning: jax-cuda12-plugin 0.10.2 installed, yet JAX found no accelerator") and "--platform gpu" in warning
+    with pytest.raises(ValueError, match="unknown platform 'gpus'"):
+        devices.use_platform("gpus")

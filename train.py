@@ -313,7 +313,7 @@ def _sets_what_is_chosen(rest: list[str]) -> bool:
     """Whether the training options `rest` set what table and probe choose for each run: the
     profile, algorithm, env or tasks."""
     return any(
-        arg.partition("=")[0] in ("--profile", "--resume", "--algo", "--tasks") or arg.startswith(("--train.env", "--train.tasks"))
+        arg.partition("=")[0] in ("--profile", "--resume", "--algo", "--tasks", "--train.env", "--train.tasks")
         for arg in rest
     )
 

@@ -175,3 +175,8 @@ def test_platform_check_names_what_loaded_and_what_to_install(monkeypatch):
     assert warning.startswith("warning: jax-cuda12-plugin 0.10.2 installed, yet JAX found no accelerator") and "--platform gpu" in warning
     with pytest.raises(ValueError, match="unknown platform 'gpus'"):
         devices.use_platform("gpus")
+
+
+def test_table_and_probe_refuse_choosing_the_env_but_take_env_overrides():
+    assert train._sets_what_is_chosen(["--train.env", "ant"]) and train._sets_what_is_chosen(["--train.env=ant"])
+    assert not train._sets_what_is_chosen(["--train.env-overrides", "episode_length=20"])

@@ -47,3 +47,63 @@ def test_fast_script_dry_run_trains_reports_and_bundles(tmp_path):
     assert all("wall_s" in json.loads(line) and "train_s" in json.loads(line) for line in evaluations)
     returned = _what_comes_back(out)
     assert len(returned) <= 8 and all(len(path.relative_to(out).parts) <= 3 for path in returned), returned
+
+
+# Each device script's dry run: what it must leave in $OUT (besides device.txt and log.txt).
+DRY_RUNS = {
+    "trainer.sh": ["profile_ant_delayed_paper.json", "profile_ant_delayed_n4096.json", "profile_ant_delayed_n256.json"],
+    "seeds.sh": ["bench_seeds_ant_delayed.json", "bench_seeds_reacher_hard.json"],
+    "reacher_table.sh": ["table.json", "results.md", "eval.jsonl", "metrics.jsonl", "summary.json"],
+    "latency.sh": ["profiles.json"],
+    "env.sh": ["bench_ant.json", "bench_humanoid.json", "bench_hopper.json", "bench_ant_euler.json"],
+    "metaworld.sh": ["metaworld.json"],
+    "device_tests.sh": ["pytest.txt", "junit.xml"],
+}
+
+
+def test_every_device_script_has_a_dry_run_test():
+    scripts = {path.name for path in (ROOT / "benchmarks" / "gpu").glob("*.sh")} - {"setup.sh", "wheels.sh"}
+    assert scripts == set(DRY_RUNS) | {"fast.sh"}, scripts
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("script", list(DRY_RUNS))
+def test_device_script_dry_run(script, tmp_path):
+    out = tmp_path / "out"
+    done = _dry_run(script, out)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    device = (out / "device.txt").read_text()
+    assert "jax: " in device and "device: cpu" in device and "commit: " in device and "dry_run: 1" in device
+    log = (out / "log.txt").read_text()
+    exits = [line for line in log.splitlines() if ": exit " in line]
+    assert exits and all(line.endswith(": exit 0") for line in exits), exits  # none cut by its bound, none failed
+    assert "skipped" not in log, log
+    for name in DRY_RUNS[script]:
+        assert (out / name).stat().st_size > 0, name
+    returned = _what_comes_back(out)
+    assert len(returned) <= 8 and all(len(path.relative_to(out).parts) <= 3 for path in returned), returned
+    if script == "latency.sh":
+        rows = json.loads((out / "profiles.json").read_text())
+        assert set(rows) == {"reacher_1", "reacher_10", "reacher_10_cmdbuf", "reacher_10_tf32", "cartpole_10", "ant_delayed_1", "ant_delayed_10"}
+        assert rows["reacher_1"]["baseline"]["steady_state"]["env_steps_per_s"] > 0  # the before/after pair
+    if script == "metaworld.sh":
+        assert set(json.loads((out / "metaworld.json").read_text())) == {"mw_reach_ours", "mw_reach_no_barriers"}
+    if script == "device_tests.sh":
+        from mjx_pbac import algos
+
+        # PBAC's chunk test, every other algorithm's, and the five others, each named by its node id.
+        assert f"{len(algos.NAMES) + 5} tests collected" in (out / "pytest.txt").read_text()
+
+
+def test_the_gpu_tables_script_reproduces_the_readme_gpu_rows_from_the_records():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("gpu_tables", ROOT / "benchmarks" / "gpu" / "tables.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    printed = module.tables(sorted(str(p) for p in (ROOT / "docs" / "profiles").glob("h200_*.json")))
+    rows = [line for line in printed.splitlines() if line.startswith("| ") and "NVIDIA H200" in line]
+    assert len(rows) == 6, printed  # three trainer settings, three seed counts
+    readme = (ROOT / "README.md").read_text().replace("**", "")
+    for row in rows:
+        assert row in readme, row

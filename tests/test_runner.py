@@ -299,7 +299,7 @@ def test_profile_command_writes_a_throughput_report(tmp_path):
     assert set(report["baseline"]["phases_ms_per_vector_step"]) == set(phases)
     assert report["speedup_vs_baseline"]["total"] > 0
     assert len(report["chunk_seconds"]) == 2 and report["memory"]["host_peak_rss_mib"] > 0
-    # The training chunk alone (what benchmarks/gpu_latency.sh asks for to save compiles).
+    # The training chunk alone (what benchmarks/gpu/latency.sh asks for to save compiles).
     cli.main(["profile", "--profile", "chain", "--measure-steps", "50", "--timed-chunks", "1", "--out", str(out),
               "--phases", "False", "--evaluate", "False", "--seeds", "2"])
     report = json.loads(out.read_text())

@@ -1,6 +1,6 @@
 # Sourced by the scripts of benchmarks/gpu/ (from the repository root). Two modes:
 #
-# - On a lent GPU machine (the repo copied there, `.whl` carried: `bash benchmarks/gpu_wheels.sh`
+# - On a lent GPU machine (the repo copied there, `.whl` carried: `bash benchmarks/gpu/wheels.sh`
 #   builds it here): installs the wheels beside the machine's own CUDA jax.
 # - DRY_RUN=1, here on the CPU: installs nothing; the script runs the same commands at tiny sizes
 #   (each script picks them), so a test can run it and the script cannot rot unseen.
@@ -14,7 +14,7 @@ if [ "${DRY_RUN:-0}" = 1 ]; then
   export OUT=${OUT:-$(mktemp -d)}
 else
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-    && export PYTHONPATH=/tmp/site:$PWD || { echo "setup: installing .whl/ failed (carry .whl, built by benchmarks/gpu_wheels.sh)" >&2; exit 1; }
+    && export PYTHONPATH=/tmp/site:$PWD || { echo "setup: installing .whl/ failed (carry .whl, built by benchmarks/gpu/wheels.sh)" >&2; exit 1; }
   export OUT=${OUT:-/tmp/out}
   export JAX_COMPILATION_CACHE_DIR=${JAX_COMPILATION_CACHE_DIR:-/tmp/jax_cache} JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS=0
 fi
@@ -38,3 +38,25 @@ fi
 } 2>&1 | tee "$OUT/device.txt"
 
 seconds_left() { echo $(( DEADLINE - $(date +%s) )); }
+
+# bounded TAG SECONDS COMMAND...: COMMAND under `timeout`, at most SECONDS and never past the
+# DEADLINE (less 10 s to write what is left), its output (less XLA's warp chatter) appended to
+# $OUT/log.txt; skipped, and said so, when under 20 s are left. Returns COMMAND's exit code.
+bounded() {
+  local tag=$1 seconds=$2; shift 2
+  local left=$(( $(seconds_left) - 10 ))
+  [ "${DRY_RUN:-0}" = 1 ] && seconds=$left  # the per-call bounds are sized for a GPU, not for compiling on a CPU
+  (( seconds > left )) && seconds=$left
+  if (( seconds < 20 )); then
+    echo "$tag: skipped, $(seconds_left) s left" | tee -a "$OUT/log.txt"
+    return 0
+  fi
+  echo "== $tag (up to ${seconds} s, $(date -u +%H:%M:%S))" | tee -a "$OUT/log.txt"
+  timeout -k 20 "$seconds" "$@" 2>&1 | grep -v -i warp | tee -a "$OUT/log.txt"
+  local status=${PIPESTATUS[0]}
+  echo "$tag: exit $status" | tee -a "$OUT/log.txt"
+  return "$status"
+}
+
+# dry PROFILE: the profile a dry run uses in its place (cheap to compile), else PROFILE itself.
+dry() { if [ "${DRY_RUN:-0}" = 1 ]; then echo "${DRY_PROFILE:-cartpole_swingup_sparse}"; else echo "$1"; fi; }

@@ -2,13 +2,13 @@
 # Prepares .whl/ (git-ignored) for a lent GPU machine, which has no registry access and its own
 # CUDA jax: every package of this project's dependency closure (as installed in this venv, exact
 # versions) that the machine's image lacks, as Python 3.12 x86-64 wheels. Run here, from the repo
-# root, with the project's venv active; then carry `.whl` in the device call (benchmarks/gpu_setup.sh
+# root, with the project's venv active; then carry `.whl` in the device call (benchmarks/gpu/setup.sh
 # installs them there). The image's package names are those listed in the device tool's KINDS.md.
 # dm-control's wheel (56 MB) would break the 64 MiB a device call may carry, and the DM Control
 # tasks read only its suite's XML files (envs/dm_control.py): a slim wheel of those files
 # (~0.4 MB) stands in for it, and its own dependencies are left out.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 python3 - > /tmp/gpu_wheels.txt <<'PY'
 import importlib.metadata as md
 import re
@@ -31,7 +31,7 @@ def key(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-seen, todo = {}, ["mjx-pbac"]
+seen, todo = {}, ["mjx-pbac", "pytest"]  # pytest: benchmarks/gpu/device_tests.sh
 while todo:
     name = todo.pop()
     if key(name) in seen:

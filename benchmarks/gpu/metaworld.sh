@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Meta-World on the GPU (../shared/gpu/QUEUE.md item 5): env steps/s and compile time of every
+# mw_* task at 1,024 and 4,096 instances (`train.py bench-env`), with our model settings (body-tree
+# barriers on, pyramidal cones) and each undone: barriers off, elliptic cones (Meta-World's files).
+# One JSON report per task and setting in $OUT/metaworld/ (merged into $OUT/metaworld.json as it goes).
+#
+#   COMMIT=<hash> bash benchmarks/gpu/metaworld.sh    # on a lent GPU, one device call (carry .whl)
+#   DRY_RUN=1 bash benchmarks/gpu/metaworld.sh        # here: one task, 2 instances, two settings
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+source benchmarks/gpu/setup.sh
+TASKS=${TASKS:-"mw_window_close mw_window_open mw_button_press_topdown mw_drawer_close mw_drawer_open mw_reach mw_door_open"}
+SETTINGS=("ours:" "no_barriers:body_tree_barriers=False" "elliptic:cone=elliptic")
+SIZES=(--num-envs 1024 4096 --steps-per-call 50 --repeats 3)
+if [ "${DRY_RUN:-0}" = 1 ]; then
+  TASKS=${DRY_TASKS:-mw_reach}
+  SETTINGS=("ours:" "no_barriers:body_tree_barriers=False")  # elliptic cones: ~1 s per step on a CPU
+  SIZES=(--num-envs 2 --steps-per-call 2 --repeats 1)
+fi
+PARTS=$(mktemp -d)
+merge() { python3 -c "import json,glob,os; json.dump({os.path.basename(p)[:-5]: json.load(open(p)) for p in sorted(glob.glob('$PARTS/*.json'))}, open('$OUT/metaworld.json','w'), indent=1)"; }
+for setting in "${SETTINGS[@]}"; do
+  name=${setting%%:*} overrides=${setting#*:}
+  for task in $TASKS; do
+    bounded "${task}_$name" 120 python3 train.py bench-env --env "$task" "${SIZES[@]}" --gymnasium-steps 0 \
+      --out "$PARTS/${task}_$name.json" ${overrides:+--set $overrides}
+    merge
+  done
+done
+ls -la "$OUT"

@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, NamedTuple
 
-from mjx_pbac.config import RunConfig, config_to_dict, merge_task_configs
+from mjx_pbac.config import RunConfig, config_from_dict, config_to_dict, merge_task_configs
 
 BLOCKS: dict[str, tuple[str, ...]] = {
     "dmc": ("ball_in_cup_catch", "cartpole_swingup_sparse", "reacher_hard"),
@@ -117,9 +117,14 @@ def _same_run(run_dir: Path, config: RunConfig) -> str | None:
     from mjx_pbac import runner
 
     stored = runner.read_run_record(run_dir)["config"]
+    try:  # through the config, so that options added since the run started read as their defaults
+        stored = json.loads(json.dumps(config_to_dict(config_from_dict(stored))))
+    except (ValueError, TypeError):
+        pass  # an invalid config.json differs, as it is
     wanted = json.loads(json.dumps(config_to_dict(config)))
     for section in (stored, wanted):
-        section.get("train", {}).pop("run_dir", None)
+        for name in ("run_dir", "platform"):  # where it runs does not change what it trains
+            section.get("train", {}).pop(name, None)
     if stored == wanted:
         return None
     return "it was started with other settings: " + ", ".join(runner.config_differences(stored, wanted))

@@ -140,3 +140,17 @@ def test_an_interrupted_or_failed_run_stops_the_table_with_its_exit_code(tmp_pat
     (tmp_path / "file").write_text("x")
     assert cli.run(_chain_table(tmp_path / "file" / "t", "--algos", "pbac")) == 2
     assert "cannot create the output directory" in capsys.readouterr().err
+
+
+def test_a_table_run_started_before_an_option_existed_or_on_another_platform_is_the_same_run(tmp_path):
+    from mjx_pbac import table
+    from mjx_pbac.config import config_to_dict
+
+    config = dataclasses.replace(load_profile("chain"), train=dataclasses.replace(load_profile("chain").train, num_seeds=2))
+    record = json.loads(json.dumps(config_to_dict(config)))
+    del record["train"]["platform"]  # as config.json was written before --train.platform existed
+    (tmp_path / "config.json").write_text(json.dumps({"config": record, "profile": "chain"}))
+    assert table._same_run(tmp_path, config) is None
+    assert table._same_run(tmp_path, dataclasses.replace(config, train=dataclasses.replace(config.train, platform="cpu"))) is None
+    longer = dataclasses.replace(config, train=dataclasses.replace(config.train, total_steps=40_000))
+    assert table._same_run(tmp_path, longer) == "it was started with other settings: train.total_steps"

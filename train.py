@@ -209,9 +209,11 @@ def train_command(argv: list[str]) -> None:
 def _saved_platform(run_dir: str) -> str:
     """The platform in a run's config.json ("auto" where it is unreadable or older than the
     option: the runner then says what is wrong with the run directory)."""
+    from mjx_pbac import runner
+
     try:
-        return json.loads((Path(run_dir) / "config.json").read_text())["config"]["train"].get("platform", "auto")
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return runner.read_run_record(Path(run_dir))["config"]["train"].get("platform", "auto")
+    except (runner.RunError, KeyError, TypeError, AttributeError):
         return "auto"
 
 

@@ -35,6 +35,8 @@ def _agent(run_dir: Path, member: int):
     if found is None:
         raise SystemExit(f"error: {run_dir} has no usable checkpoint")
     host, metadata, path = found
+    if not 0 <= member < len(built.members):  # an index past the end would be clamped, silently
+        raise SystemExit(f"error: --member {member}: the run has members 0..{len(built.members) - 1}")
     state = built.layout.restore(host, like=template)
     agent = jax.tree.map(lambda leaf: leaf[member], state.agent)
     return config, built, agent, path, int(metadata["chunk"]) * built.trainer.schedule.chunk_env_steps

@@ -20,7 +20,7 @@ from typing import Annotated, Any, Literal
 
 import tyro
 
-from mjx_pbac.config import RunConfig, TrainConfig
+from mjx_pbac.config import Platform, RunConfig, TrainConfig
 from mjx_pbac.probe import DEFAULT_LENGTHS, VARIANTS
 from mjx_pbac.table import PAPER_ALGOS
 
@@ -302,7 +302,7 @@ class BenchEnvArgs:
     """Env overrides KEY=VALUE for every env, e.g. --set integrator=euler iterations=2."""
     out: str = "bench_env.json"
     """Where the JSON report goes."""
-    platform: Literal["auto", "cpu", "gpu", "tpu"] = "auto"
+    platform: Platform = "auto"
     """Where to measure, as the training command's --train.platform (gpu / tpu: an error, not a
     silent CPU measurement, when JAX has no such device)."""
 

@@ -38,6 +38,10 @@ INT32_MAX = 2**31 - 1
 """The largest seed, size or counter the device holds: seeds, shapes and step counters are int32."""
 
 
+Platform = Literal["auto", "cpu", "gpu", "tpu"]
+"""Where a command computes (`TrainConfig.platform`, bench-env's --platform; `mjx_pbac.devices.use_platform`)."""
+
+
 @dataclasses.dataclass(frozen=True)
 class TrainConfig:
     """What to train on, for how long, and what a run writes (paper Tables 5 and 7 for the budgets;
@@ -101,7 +105,7 @@ class TrainConfig:
     float32 is full precision, as the authors' PyTorch (whose default is full float32) and the
     physics' fidelity need; "default" lets XLA choose (TF32 on recent NVIDIA GPUs, float32 on a
     CPU); tensorfloat32 and bfloat16 trade accuracy for speed on large batches (README)."""
-    platform: Literal["auto", "cpu", "gpu", "tpu"] = "auto"
+    platform: Platform = "auto"
     """Where the run computes: auto takes the backend JAX loads (a GPU or TPU if its build is
     installed and finds one, else the CPU, with a warning when an accelerator build is installed
     but found nothing); gpu / tpu refuse to start, in one line, when JAX has no such device (never

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import typing
 from typing import Any
 
 import jax
@@ -35,6 +36,7 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from mjx_pbac.checkpoint import is_key
+from mjx_pbac.config import Platform
 
 AXIS = "members"
 """The mesh axis the member axis is sharded over."""
@@ -84,7 +86,7 @@ def initialize_distributed(environ: dict[str, str] | None = None) -> bool:
     return False
 
 
-PLATFORMS = ("auto", "cpu", "gpu", "tpu")
+PLATFORMS: tuple[str, ...] = typing.get_args(Platform)
 """`TrainConfig.platform`'s choices: auto takes the backend JAX loads (its own order: TPU, GPU, CPU)."""
 
 ACCELERATOR_PACKAGES = ("jax-cuda13-plugin", "jax-cuda12-plugin", "jax-rocm7-plugin", "libtpu")

@@ -101,8 +101,9 @@ class RunFailed(RunError):
     exit_code = ExitCode.FAILED
 
 
-# Keys of the log rows (metrics.jsonl, eval.jsonl) that read a clock: they differ between two runs
-# that are otherwise bit-identical (a resumed run against an uninterrupted one, say).
+# Keys of the log rows (metrics.jsonl, eval.jsonl) that record when and how fast the process ran
+# (clocks, rates, whether the chunk compiled): they differ between two runs that are otherwise
+# bit-identical (a resumed run against an uninterrupted one, say).
 TIMING_KEYS = frozenset({"chunk_seconds", "compiled", "env_steps_per_s", "updates_per_s", "wall_s", "train_s"})
 
 

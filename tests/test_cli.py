@@ -97,6 +97,7 @@ def test_shorthands_set_their_train_options_and_give_back_a_plain_train_config()
         (["profile", "--profile", "chain", "--train.platform", "tpu"], "error: --train.platform tpu: JAX loaded its cpu backend"),
         (["table", "--tasks", "chain", "--train.platform", "gpu"], "error: --train.platform gpu: JAX loaded its cpu backend"),
         (["bench-env", "--platform", "gpu"], "error: --platform gpu: JAX loaded its cpu backend, not gpu"),
+        (["--resume", "runs/none", "--train.platform", "gpu"], "error: --train.platform gpu: JAX loaded its cpu backend"),
         (["--profile", "chain", "--train.platform", "cuda"], "invalid choice 'cuda' for argument '--train.platform'. Expected one of ('auto', 'cpu', 'gpu', 'tpu')"),
     ],
 )

@@ -19,12 +19,11 @@ if [ "${DRY_RUN:-0}" = 1 ]; then
   TINY=(--train.batch-size 16 --train.buffer-size 400 --train.warmup-steps 20 --train.chunk-steps 20
         --train.env-overrides episode_length=20 --pbac.num-critics 2 --pbac.hidden-sizes 8 8 --measure-steps 20 --timed-chunks 1)
 fi
-merge() { python3 -c "import json,glob,os; json.dump({os.path.basename(p)[:-5]: json.load(open(p)) for p in sorted(glob.glob('$PROF/*.json'))}, open('$OUT/profiles.json','w'), indent=1)"; }
 # p TAG SECONDS XLA_FLAGS -- profile options
 p() {
   local tag=$1 seconds=$2 flags=$3; shift 4
   XLA_FLAGS="$flags" bounded "$tag" "$seconds" python3 train.py profile --out "$PROF/$tag.json" --measure-steps 100 --timed-chunks 3 "$@" "${TINY[@]}"
-  merge
+  merge_json "$PROF" "$OUT/profiles.json"
 }
 CB="--xla_gpu_enable_command_buffer=+WHILE,+CONDITIONAL"
 [ "${DRY_RUN:-0}" = 1 ] && CB=""  # a GPU flag: the CPU's XLA refuses it

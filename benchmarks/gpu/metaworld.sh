@@ -2,7 +2,7 @@
 # Meta-World on the GPU (../shared/gpu/QUEUE.md item 5): env steps/s and compile time of every
 # mw_* task at 1,024 and 4,096 instances (`train.py bench-env`), with our model settings (body-tree
 # barriers on, pyramidal cones) and each undone: barriers off, elliptic cones (Meta-World's files).
-# One JSON report per task and setting in $OUT/metaworld/ (merged into $OUT/metaworld.json as it goes).
+# One JSON report per task and setting, merged into $OUT/metaworld.json as it goes (keys TASK_SETTING).
 #
 #   COMMIT=<hash> bash benchmarks/gpu/metaworld.sh    # on a lent GPU, one device call (carry .whl)
 #   DRY_RUN=1 bash benchmarks/gpu/metaworld.sh        # here: one task, 2 instances, two settings
@@ -18,13 +18,12 @@ if [ "${DRY_RUN:-0}" = 1 ]; then
   SIZES=(--num-envs 2 --steps-per-call 2 --repeats 1)
 fi
 PARTS=$(mktemp -d)
-merge() { python3 -c "import json,glob,os; json.dump({os.path.basename(p)[:-5]: json.load(open(p)) for p in sorted(glob.glob('$PARTS/*.json'))}, open('$OUT/metaworld.json','w'), indent=1)"; }
 for setting in "${SETTINGS[@]}"; do
   name=${setting%%:*} overrides=${setting#*:}
   for task in $TASKS; do
     bounded "${task}_$name" 120 python3 train.py bench-env --env "$task" "${SIZES[@]}" --gymnasium-steps 0 \
       --out "$PARTS/${task}_$name.json" ${overrides:+--set $overrides}
-    merge
+    merge_json "$PARTS" "$OUT/metaworld.json"
   done
 done
 ls -la "$OUT"

@@ -59,5 +59,11 @@ bounded() {
   return "$status"
 }
 
+# merge_json DIR FILE: every DIR/*.json into one JSON object FILE, keyed by file name (rewritten
+# after each measurement, so a script cut short still returns what it measured, in one file).
+merge_json() {
+  python3 -c "import json,glob,os,sys; json.dump({os.path.basename(p)[:-5]: json.load(open(p)) for p in sorted(glob.glob(sys.argv[1] + '/*.json'))}, open(sys.argv[2], 'w'), indent=1)" "$1" "$2"
+}
+
 # dry PROFILE: the profile a dry run uses in its place (cheap to compile), else PROFILE itself.
 dry() { if [ "${DRY_RUN:-0}" = 1 ]; then echo "${DRY_PROFILE:-cartpole_swingup_sparse}"; else echo "$1"; fi; }

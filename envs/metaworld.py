@@ -14,7 +14,10 @@ What Meta-World 3.0.0 defines (`metaworld/sawyer_xyz_env.py` and `metaworld/envs
 - after the physics the position-dependent fields are recomputed (Meta-World's `mj_forward`);
 - physics as the files (Euler, 2.5 ms, Newton) except: pyramidal friction cones where the files
   have elliptic ones (MJX's elliptic Newton solve is ~60x slower on the CPU), and 4 solver and
-  4 line-search iterations run as fixed trips (files: 50 / 50); both measured (README);
+  4 line-search iterations run as fixed trips (files: 50 / 50); both measured (README); box
+  contacts within their margin and midway between the surfaces, as C MuJoCo reports them
+  (`box_margins`, `envs.mjx_collision`); the window's and drawer's capsule bars as boxes
+  (`capsule_stand_ins`: MJX loses a capsule's contact past its radius);
 - observation [39]: hand position, gripper opening (finger distance / 0.1, clipped to [0, 1]),
   the task's object position and quaternion (padded to 14), the same 18 values from the previous
   step, and the goal, zeroed because it is hidden (`hidden_goal=False` shows it, as Meta-World's
@@ -74,7 +77,7 @@ import mujoco
 import numpy as np
 from mujoco import mjx
 
-from envs import metaworld_model, mjx_body_tree
+from envs import metaworld_model, mjx_body_tree, mjx_collision
 from envs.base import MjxEnv, PhysicsConfig, State
 
 HAND_RESET_STEPS = 50
@@ -120,6 +123,14 @@ class MetaWorldConfig:
     stand_ins: bool = True
     """Replace the collision geoms MJX cannot collide by measured stand-ins
     (`envs.metaworld_model`); False fails in `mjx.put_model` for every task but the drawers."""
+    capsule_stand_ins: bool = True
+    """Replace the window's and drawer's capsule handle bars by boxes: MJX's capsule collider drops
+    the contact once the hand sinks deeper than the capsule's radius, and the hand passes through
+    (`envs.metaworld_model.CAPSULE_STAND_INS`; False keeps Meta-World's capsules)."""
+    box_margins: bool = True
+    """Box pairs report contacts within their margin, as C MuJoCo does (`envs.mjx_collision`; MJX's
+    own box manifold only reports penetrating points, so the gripper's 1 mm margins had no effect
+    and the hand sank through the pressed button). False keeps MJX's manifold."""
     prune_pairs: bool = True
     """Keep only the contact pairs that can touch in the task (`envs.metaworld_model`)."""
 
@@ -214,12 +225,18 @@ class MetaWorldTask(MjxEnv):
         self.config = config or self.default_config()
         self.episode_length = self.config.episode_length
         model = metaworld_model.load_model(
-            self.metaworld_name, stand_ins=self.config.stand_ins, prune_pairs=self.config.prune_pairs
+            self.metaworld_name,
+            stand_ins=self.config.stand_ins,
+            capsule_stand_ins=self.config.capsule_stand_ins,
+            prune_pairs=self.config.prune_pairs,
         )
         self.config.physics.apply(model)
         model.opt.cone = CONES[self.config.cone]
         if self.config.body_tree_barriers:
             mjx_body_tree.check_mjx_version()
+        self._margin_limit = mjx_collision.largest_pair_margin(model) if self.config.box_margins else 0.0
+        if self._margin_limit:
+            mjx_collision.check_mjx_version()
         with warnings.catch_warnings():
             # MJX notes that the gripper base mesh has a face of > 20 vertices ("may lead to
             # performance issues"); it is Meta-World's mesh, measured as it is (README).
@@ -273,6 +290,7 @@ class MetaWorldTask(MjxEnv):
         stack.enter_context(super().solver_context())
         if self.config.body_tree_barriers:
             stack.enter_context(mjx_body_tree.level_barriers())
+        stack.enter_context(mjx_collision.margin_manifolds(self._margin_limit))
         return stack
 
     def sync(self, model: mjx.Model, data: mjx.Data) -> mjx.Data:

@@ -11,11 +11,14 @@ random episodes, each record holding the full simulator state before and after e
   have the same distribution (two-sample Kolmogorov-Smirnov test per varying coordinate);
 - *Physics* (`one_step`): from the same state and action, how far one MJX env step lands from
   C MuJoCo's (arm joints, hand position, object);
-- *Closed loop* (`closed_loop`): Meta-World's scripted policy driving our env, success at any
-  step and at the final step, against Meta-World's own rate (Wilson intervals).
+- *Closed loop* (`closed_loop`): Meta-World's scripted policy driving a batch of our env for
+  whole episodes, success at any step, at the last step and the step of first success, beside
+  Meta-World's own env (Wilson intervals); `CLOSED_LOOP_VARIANTS` reruns it with one of our
+  model changes undone each, to find which one a difference comes from.
 
-`python -m envs.metaworld_fidelity --records DIR --out FILE.json` writes all of it (README
-"Meta-World"). Needs the `metaworld` package (a dependency: the tasks read their models from it).
+`python -m envs.metaworld_fidelity --records DIR --out FILE.json` writes the record-based checks;
+`python -m envs.metaworld_fidelity --closed-loop-episodes 20 --variants ours mjx_capsules --out
+FILE.json` the closed loop; `--table` prints either file's README table (README "Meta-World"). Needs the `metaworld` package (a dependency: the tasks read their models from it).
 """
 
 from __future__ import annotations
@@ -229,30 +232,101 @@ def cone_effect(env: mw.MetaWorldTask, episodes: int = 100, seed: int = 0) -> di
     return out
 
 
-def closed_loop(env: mw.MetaWorldTask, episodes: int = 100, seed: int = 0) -> dict[str, Any]:
-    """Meta-World's scripted policy (on the host, from our observations) driving `episodes`
-    instances of our env in one batch for a whole episode: success at any step and at the last."""
+def scripted_actions(policy, obs: np.ndarray, target: np.ndarray) -> np.ndarray:
+    """Meta-World's scripted policy's actions for a batch of our observations, each shown its
+    instance's goal (privileged, as `metaworld_reference.scripted_action`: the goal is hidden from
+    the learner, not from the expert); a copy per row (door-open's policy edits its input)."""
+    rows = []
+    for o, goal in zip(obs, target):
+        shown = np.array(o, np.float64, copy=True)
+        shown[36:39] = goal
+        rows.append(np.clip(policy.get_action(shown), -1.0, 1.0))
+    return np.stack(rows).astype(np.float32)
+
+
+def closed_loop(env: mw.MetaWorldTask, episodes: int = 20, seed: int = 0, steps: int | None = None) -> dict[str, Any]:
+    """Meta-World's scripted policy (on the host, from our observations and each instance's goal)
+    driving `episodes` instances of our env in one batch for whole episodes: success at any step,
+    at the last step, and the step of first success (-1: never), as `metaworld_reference.
+    scripted_success` reports Meta-World's own env."""
+    steps = env.episode_length if steps is None else steps
     policy = reference.make_policy(env.metaworld_name)
     reset = _program(env, "reset", lambda: jax.vmap(env.reset))
     step = _program(env, "step", lambda: jax.vmap(env.step))
+    started = time.perf_counter()
     state = reset(jax.random.split(jax.random.PRNGKey(seed), episodes))
-    any_success = np.zeros(episodes, bool)
-    for _ in range(env.episode_length):
-        obs = np.asarray(state.obs, np.float64)
-        actions = np.stack([np.clip(policy.get_action(o), -1.0, 1.0) for o in obs]).astype(np.float32)
+    target = np.asarray(state.info["target"], np.float64)
+    success = np.zeros((steps, episodes), bool)
+    compiled_at = None
+    for t in range(steps):
+        actions = scripted_actions(policy, np.asarray(state.obs, np.float64), target)
         state = step(state, jp.asarray(actions))
-        any_success |= np.asarray(state.reward) > 0
-    final = np.asarray(state.reward) > 0
+        success[t] = np.asarray(state.reward) > 0
+        if compiled_at is None:
+            compiled_at = time.perf_counter() - started
+    return _success_summary(success, seconds=time.perf_counter() - started, first_call_s=compiled_at)
+
+
+def _success_summary(success: np.ndarray, **extra) -> dict[str, Any]:
+    """Success rates of a [steps, episodes] success array, with Wilson 95 % intervals."""
+    steps, episodes = success.shape
+    hit, last = success.any(axis=0), success[-1]
+    first = np.where(hit, success.argmax(axis=0), -1)
     return {
-        "episodes": episodes,
-        "any_step": float(any_success.mean()),
-        "any_step_wilson95": reference.wilson(int(any_success.sum()), episodes),
-        "final_step": float(final.mean()),
-        "final_step_wilson95": reference.wilson(int(final.sum()), episodes),
+        "episodes": int(episodes),
+        "steps": int(steps),
+        "any_step": float(hit.mean()),
+        "any_step_wilson95": reference.wilson(int(hit.sum()), episodes),
+        "final_step": float(last.mean()),
+        "final_step_wilson95": reference.wilson(int(last.sum()), episodes),
+        "first_success_step": [int(x) for x in first],
+        "first_success_median": float(np.median(first[hit])) if hit.any() else None,
+        **{key: round(float(value), 1) for key, value in extra.items() if value is not None},
     }
 
 
-def measure(name: str, records: str, *, closed_loop_episodes: int = 0, one_step_states: int = 400) -> dict[str, Any]:
+def closed_loop_reference(task: str, episodes: int = 20, seed: int = 0, steps: int = 500) -> dict[str, Any]:
+    """The same measurement on Meta-World's own env (C MuJoCo, the model files' settings, its own
+    random goals)."""
+    rates = reference.scripted_success(task, episodes, seed, steps_per_episode=steps)
+    success = np.zeros((steps, episodes), bool)
+    # scripted_success keeps any/final per episode and the first success step; rebuild the summary
+    for e, (first, final) in enumerate(zip(rates["first_success_step"], rates["final_flags"])):
+        if first >= 0:
+            success[first, e] = True
+        success[-1, e] = final
+    return _success_summary(success, seconds=rates["wall_s"])
+
+
+CLOSED_LOOP_VARIANTS: dict[str, dict[str, Any]] = {
+    "ours": {},
+    "files_solver_iterations": {"iterations": None, "ls_iterations": None},
+    "no_pruning": {"prune_pairs": False},
+    "mjx_capsules": {"capsule_stand_ins": False},
+    "mjx_box_manifold": {"box_margins": False},
+    "elliptic_cones": {"cone": "elliptic"},
+    "cylinders": {"stand_ins": False, "capsule_stand_ins": True},
+}
+"""`--variant` names: each undoes one of our model changes (the env overrides it applies), so a
+difference from Meta-World can be traced to its cause. "cylinders" keeps the files' cylinders,
+which MJX cannot collide with boxes or meshes: `put_model` refuses every task that has them
+(all but the drawers), and the refusal is recorded as the variant's result. "elliptic_cones" is
+~60x slower per physics step on a CPU (README "Meta-World")."""
+
+
+def closed_loop_variant(name: str, variant: str, episodes: int, seed: int = 0, steps: int | None = None) -> dict[str, Any]:
+    """`closed_loop` on task `name` with the overrides of `variant` (`CLOSED_LOOP_VARIANTS`)."""
+    if variant not in CLOSED_LOOP_VARIANTS:
+        raise ValueError(f"unknown closed-loop variant {variant!r}; valid: {', '.join(CLOSED_LOOP_VARIANTS)}")
+    overrides = CLOSED_LOOP_VARIANTS[variant]
+    try:
+        env = mw.TASKS[name](mw.MetaWorldConfig(**overrides))
+    except NotImplementedError as error:  # MJX has no collider for a pair of the files' shapes
+        return {"overrides": overrides, "error": f"mjx.put_model: {error}"}
+    return {"overrides": overrides, **closed_loop(env, episodes, seed, steps)}
+
+
+def measure(name: str, records: str, *, one_step_states: int = 400) -> dict[str, Any]:
     """Every check for the task `name` against the records in `records/<mujoco version>/`."""
     env = mw.TASKS[name]()
     task = env.metaworld_name
@@ -279,8 +353,6 @@ def measure(name: str, records: str, *, closed_loop_episodes: int = 0, one_step_
         result[version] = entry
     result["reset_agreement"] = reset_agreement(env)
     result["cone_effect_c_mujoco"] = cone_effect(env)
-    if closed_loop_episodes:
-        result["closed_loop"] = closed_loop(env, closed_loop_episodes)
     result["seconds"] = round(time.perf_counter() - started, 1)
     return result
 
@@ -323,28 +395,78 @@ def markdown_table(results: dict[str, Any]) -> str:
     return "\n".join(rows)
 
 
+def closed_loop_table(results: dict[str, Any]) -> str:
+    """The README's closed-loop table of a `--closed-loop` results file: Meta-World's own env
+    beside ours, and our env with each measured model change undone (last step's success)."""
+    variants = [v for v in CLOSED_LOOP_VARIANTS if v != "ours" and any(v in r.get("variants", {}) for r in results.values())]
+    head = ["task", "episodes", "Meta-World (C) any / last", "ours any / last", "first success median C / ours"]
+    head += [f"last, {v}" for v in variants]
+    rows = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+
+    def rate(r, key):
+        return f"{r[key]:.2f}" if "error" not in r else "n/a"
+
+    for name, r in results.items():
+        c, ours = r["metaworld_c"], r["variants"].get("ours")
+        if ours is None:
+            continue
+        row = [
+            name,
+            str(ours["episodes"]),
+            f"{c['any_step']:.2f} / {c['final_step']:.2f}",
+            f"{ours['any_step']:.2f} / {ours['final_step']:.2f}",
+            f"{c['first_success_median']} / {ours['first_success_median']}",
+        ]
+        for v in variants:
+            got = r["variants"].get(v)
+            row.append("-" if got is None else ("put_model refuses" if "error" in got else rate(got, "final_step")))
+        rows.append("| " + " | ".join(row) + " |")
+    return "\n".join(rows)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--records", required=True, help="directory with <mujoco-version>/<task>.npz records")
+    parser.add_argument("--records", help="directory with <mujoco-version>/<task>.npz records (the record-based checks)")
     parser.add_argument("--tasks", nargs="*", default=list(mw.TASKS), choices=list(mw.TASKS))
-    parser.add_argument("--closed-loop-episodes", type=int, default=0)
+    parser.add_argument("--closed-loop-episodes", type=int, default=0, help="batched scripted episodes per task and variant")
+    parser.add_argument(
+        "--variants", nargs="*", default=["ours"], choices=list(CLOSED_LOOP_VARIANTS), help="closed-loop model variants"
+    )
     parser.add_argument("--one-step-states", type=int, default=400)
+    parser.add_argument("--table", action="store_true", help="print the markdown table of --out and exit")
     parser.add_argument("--out", required=True)
     args = parser.parse_args(argv)
     results: dict[str, Any] = {}
     if os.path.isfile(args.out):
         with open(args.out) as handle:
             results = json.load(handle)
-    for name in args.tasks:
-        results[name] = measure(
-            name, args.records, closed_loop_episodes=args.closed_loop_episodes, one_step_states=args.one_step_states
-        )
-        print(json.dumps(results[name], indent=1), flush=True)
-        with open(args.out, "w") as handle:  # after every task: nothing measured is lost
+    if args.table:
+        print(markdown_table(results) if args.records else closed_loop_table(results))
+        return 0
+    if not args.records and not args.closed_loop_episodes:
+        parser.error("give --records DIR (the record-based checks) and/or --closed-loop-episodes N (the closed loop)")
+
+    def save():  # after every measurement: nothing measured is lost
+        with open(args.out, "w") as handle:
             json.dump(results, handle, indent=1)
+
+    for name in args.tasks:
+        if args.records:
+            results[name] = measure(name, args.records, one_step_states=args.one_step_states)
+            print(json.dumps(results[name], indent=1), flush=True)
+            save()
+            continue
+        entry = results.setdefault(name, {"variants": {}})
+        task = mw.TASKS[name].metaworld_name
+        if entry.get("metaworld_c", {}).get("episodes") != args.closed_loop_episodes:
+            entry["metaworld_c"] = closed_loop_reference(task, args.closed_loop_episodes)
+            save()
+        for variant in args.variants:
+            entry["variants"][variant] = closed_loop_variant(name, variant, args.closed_loop_episodes)
+            print(name, variant, json.dumps({k: v for k, v in entry["variants"][variant].items() if k != "first_success_step"}), flush=True)
+            save()
     return 0
 
 
 if __name__ == "__main__":
     raise SystemExit(main())
-

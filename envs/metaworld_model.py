@@ -74,6 +74,23 @@ STAND_INS: dict[str, tuple[str, ...]] = {
 """Per model file, the cylinder collision geoms replaced by stand-ins (every cylinder that can
 meet a box or a mesh)."""
 
+CAPSULE_STAND_INS: dict[str, tuple[str, ...]] = {
+    "sawyer_xyz/sawyer_window_horizontal.xml": ("windowb_a[9]", "windowb_a[10]", "windowb_a[11]"),
+    "sawyer_xyz/sawyer_drawer.xml": ("drawer_link[7]", "drawer_link[8]", "drawer_link[9]"),
+    "sawyer_xyz/sawyer_reach_v3.xml": (),
+    "sawyer_xyz/sawyer_button_press_topdown.xml": (),
+    "sawyer_xyz/sawyer_door_pull.xml": (),
+}
+"""Per model file, the capsule collision geoms replaced by boxes (half-sizes r, r, h + r: the
+capsule's bounding box) when `capsule_stand_ins` is on: the window's and the drawer's handle bars.
+MJX collides capsules with boxes and meshes (`capsule_convex`), but only by the convex's face
+normals plus a *shallow* edge test: once the capsule's axis segment passes an edge of the convex
+(penetration deeper than the 8 mm radius), it returns no contact at all, where C MuJoCo's
+GJK/EPA keeps one. Pushing a closed window, the hand (`right_hand[0]`, a mesh) sinks 11 mm into
+the bar; MJX then drops the contact and the hand passes through it (window-close's scripted
+policy reopened the window in 3 of 4 episodes). Box-box and box-mesh use MJX's separating-axis
+colliders, which keep deep contacts (README "Meta-World", `docs/metaworld/closed_loop_cpu.json`)."""
+
 STAND_IN_KINDS: dict[str, str] = {rel: "box" for rel in STAND_INS}
 """Per model file, the stand-in shape: "box" (half-sizes r, r, h: the cylinder's bounding box,
 touching it along the geom's local x and y axes) or "prism" (`PRISM_SIDES`-gon prism mesh,
@@ -528,9 +545,17 @@ def _prism_vertices(radius: float, half_height: float, sides: int = PRISM_SIDES)
     ).astype(np.float64)
 
 
-def _apply_stand_ins(spec: mujoco.MjSpec, original: mujoco.MjModel, labels, kind: str) -> None:
+def _apply_stand_ins(spec: mujoco.MjSpec, original: mujoco.MjModel, labels, kind: str, capsules=()) -> None:
     geoms = list(spec.geoms)
     bodies = set()
+    for label in capsules:
+        gid = geom_by_label(original, label)
+        if original.geom_type[gid] != mujoco.mjtGeom.mjGEOM_CAPSULE:
+            raise ValueError(f"capsule stand-in target {label} is not a capsule")
+        radius, half_length = (float(x) for x in original.geom_size[gid, :2])
+        geoms[gid].type = mujoco.mjtGeom.mjGEOM_BOX
+        geoms[gid].size = [radius, radius, half_length + radius]
+        bodies.add(int(original.geom_bodyid[gid]))
     for label in labels:
         gid = geom_by_label(original, label)
         if original.geom_type[gid] != mujoco.mjtGeom.mjGEOM_CYLINDER:
@@ -577,18 +602,21 @@ def _prune(model: mujoco.MjModel, pairs) -> None:
     model.geom_conaffinity[:] = conaffinity.view(np.int32)
 
 
-def load_model(task: str, *, stand_ins: bool = True, prune_pairs: bool = True) -> mujoco.MjModel:
+def load_model(task: str, *, stand_ins: bool = True, capsule_stand_ins: bool | None = None, prune_pairs: bool = True) -> mujoco.MjModel:
     """The task's model as Meta-World 3.0.0 runs it (weld fix applied), with MJX stand-ins for the
-    cylinders (`stand_ins`) and only the geom pairs that can touch as contact candidates
-    (`prune_pairs`). Verifies the installed files against the manifest first."""
+    cylinders (`stand_ins`) and the capsules (`capsule_stand_ins`, default: as `stand_ins`), and
+    only the geom pairs that can touch as contact candidates (`prune_pairs`). Verifies the
+    installed files against the manifest first."""
     rel = _check_task(task)
     root = asset_dir()
     verify_assets(root)
     path = os.path.join(root, rel)
     original = mujoco.MjModel.from_xml_path(path)
-    if stand_ins and STAND_INS[rel]:
+    cylinders = STAND_INS[rel] if stand_ins else ()
+    capsules = CAPSULE_STAND_INS[rel] if (stand_ins if capsule_stand_ins is None else capsule_stand_ins) else ()
+    if cylinders or capsules:
         spec = mujoco.MjSpec.from_file(path)
-        _apply_stand_ins(spec, original, STAND_INS[rel], STAND_IN_KINDS[rel])
+        _apply_stand_ins(spec, original, cylinders, STAND_IN_KINDS[rel], capsules)
         model = spec.compile()
     else:
         model = original

@@ -531,6 +531,7 @@ def scripted_success(
         "success_any_count": ka,
         "success_final_count": kf,
         "first_success_step": first,
+        "final_flags": [bool(x) for x in final_s],
         "wall_s": time.perf_counter() - t0,
         **_versions(),
     }

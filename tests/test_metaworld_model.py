@@ -69,7 +69,7 @@ def test_missing_package(monkeypatch):
         mm.asset_dir()
 
 
-@pytest.mark.parametrize("task", ["door-open-v3", "window-open-v3"])
+@pytest.mark.parametrize("task", ["door-open-v3", "window-open-v3", "drawer-open-v3"])
 def test_stand_ins_change_only_collision_shapes(task):
     original = mm.load_model(task, stand_ins=False, prune_pairs=False)
     stand_in = mm.load_model(task, prune_pairs=False)
@@ -81,8 +81,20 @@ def test_stand_ins_change_only_collision_shapes(task):
         geom = mm.geom_by_label(stand_in, label)
         assert original.geom_type[geom] == mujoco.mjtGeom.mjGEOM_CYLINDER
         assert stand_in.geom_type[geom] == mujoco.mjtGeom.mjGEOM_BOX
-    cylinders = [g for g in range(stand_in.ngeom) if stand_in.geom_type[g] == mujoco.mjtGeom.mjGEOM_CYLINDER]
-    assert not any(stand_in.geom_contype[g] or stand_in.geom_conaffinity[g] for g in cylinders)
+    for label in mm.CAPSULE_STAND_INS[rel]:  # the handle bars: a box around the capsule
+        geom = mm.geom_by_label(stand_in, label)
+        assert original.geom_type[geom] == mujoco.mjtGeom.mjGEOM_CAPSULE
+        assert stand_in.geom_type[geom] == mujoco.mjtGeom.mjGEOM_BOX
+        radius, half_length = original.geom_size[geom, :2]
+        np.testing.assert_allclose(stand_in.geom_size[geom], [radius, radius, half_length + radius])
+    for kind in (mujoco.mjtGeom.mjGEOM_CYLINDER, mujoco.mjtGeom.mjGEOM_CAPSULE):
+        left = [g for g in range(stand_in.ngeom) if stand_in.geom_type[g] == kind]
+        assert not any(stand_in.geom_contype[g] or stand_in.geom_conaffinity[g] for g in left), kind
+    # capsule_stand_ins=False keeps Meta-World's capsules (MJX can collide them, though shallowly)
+    capsules = mm.load_model(task, prune_pairs=False, capsule_stand_ins=False)
+    for label in mm.CAPSULE_STAND_INS[rel]:
+        assert capsules.geom_type[mm.geom_by_label(capsules, label)] == mujoco.mjtGeom.mjGEOM_CAPSULE
+    mjx.put_model(capsules)
 
 
 def _model_arrays(model):

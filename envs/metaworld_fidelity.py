@@ -24,6 +24,7 @@ FILE.json` the closed loop; `--table` prints either file's README table (README 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import time
@@ -330,7 +331,12 @@ def measure(name: str, records: str, *, one_step_states: int = 400) -> dict[str,
     """Every check for the task `name` against the records in `records/<mujoco version>/`."""
     env = mw.TASKS[name]()
     task = env.metaworld_name
-    result: dict[str, Any] = {"task": name, "metaworld": task}
+    result: dict[str, Any] = {
+        "task": name,
+        "metaworld": task,
+        "measured": time.strftime("%Y-%m-%d"),
+        "env_config": dataclasses.asdict(env.config),
+    }
     started = time.perf_counter()
     for version in sorted(os.listdir(records)):
         path = os.path.join(records, version, f"{task}.npz")

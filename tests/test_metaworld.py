@@ -5,8 +5,9 @@ reset observation from Meta-World's own random draws (its stale first frame incl
 observation and success on states recorded from Meta-World's own environments. The slow tests
 compile a step: one-step physics from recorded states, Meta-World's scripted policy driving the
 batch with nothing crossing to the host and no retrace, every task's sizes, and PBAC training
-through the one command. The full comparison (>= 1,000 states per task, both MuJoCo releases,
-100 closed-loop episodes) is `python -m envs.metaworld_fidelity` (README "Meta-World").
+through the one command, and a scripted window-close episode that stays shut to its end. The full
+comparison (>= 1,000 states per task, both MuJoCo releases; 20 batched closed-loop episodes per
+task) is `python -m envs.metaworld_fidelity` (README "Meta-World").
 """
 
 from __future__ import annotations
@@ -134,6 +135,9 @@ def test_closed_loop_reference_and_table():
 def test_closed_loop_errors_are_named(tmp_path):
     with pytest.raises(ValueError, match="unknown closed-loop variant 'capsules'; valid: ours, "):
         fidelity.closed_loop_variant("mw_reach", "capsules", episodes=1)
+    # The files' cylinders: MJX cannot collide them with boxes; the refusal is the variant's result.
+    refused = fidelity.closed_loop_variant("mw_reach", "cylinders", episodes=1)
+    assert "CYLINDER" in refused["error"] and refused["overrides"]["stand_ins"] is False
     with pytest.raises(SystemExit):  # neither records nor closed-loop episodes: nothing to measure
         fidelity.main(["--out", str(tmp_path / "out.json")])
 

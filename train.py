@@ -271,19 +271,30 @@ def bench_seeds_command(argv: list[str]) -> None:
 
 
 def profile_command(argv: list[str]) -> None:
-    from mjx_pbac.profiling import ProfileSettings, measure
+    from mjx_pbac.config import Schedule
+    from mjx_pbac.profiling import ProfileSettings, measure, measurement_config
 
     profile, args = _measurement(cli.ProfileArgs, "profile", argv)
     _check_memory(args.run)
     try:
         settings = ProfileSettings(
-            measure_steps=args.measure_steps, timed_chunks=args.timed_chunks, phases=args.phases, evaluate=args.evaluate
+            measure_steps=args.measure_steps, timed_chunks=args.timed_chunks, phases=args.phases, evaluate=args.evaluate,
+            split_lengths=args.split_lengths,
         )
     except ValueError as error:
         raise SystemExit(f"error: {error}") from None
     baseline = tuple(f"{key}={value}" for key, value in parse_overrides(args.baseline))
     if baseline:
         _check_env(dataclasses.replace(args.run, train=dataclasses.replace(args.run.train, env_overrides=args.run.train.env_overrides + baseline)))
+    if settings.split_lengths:
+        measured = Schedule.of(measurement_config(args.run, settings).train)
+        bad = [n for n in settings.split_lengths if n not in measured.lengths()[:-1]]
+        if bad:
+            choices = ", ".join(map(str, measured.lengths()[:-1])) or "none: it has no divisor from 2 up"
+            raise SystemExit(
+                f"error: --split-lengths {' '.join(map(str, bad))} do not split the measured chunk of "
+                f"{measured.iterations_per_chunk} vector steps (--measure-steps / num_envs); choose from {choices}"
+            )
     report = measure(args.run, profile, settings, out=args.out, baseline_env_overrides=baseline)
 
     def line(name, part):
@@ -302,6 +313,12 @@ def profile_command(argv: list[str]) -> None:
 
     print(f"{profile} on {report['device']['device_kind']}")
     print(line("  measured", report))
+    for row in report.get("splits", []):
+        print(
+            f"  chunks of {row['length']} vector steps ({row['chunks_per_schedule_chunk']} per measured chunk, "
+            f"{row['seconds_per_chunk']:.3f} s each): {row['throughput_vs_whole']:.3f}x the whole chunk's throughput, "
+            f"{1e3 * row['added_seconds_per_extra_chunk']:+.2f} ms per extra chunk"
+        )
     if baseline:
         print(line(f"  baseline ({' '.join(baseline)})", report["baseline"]))
         print(f"  speed-up per vector step over the baseline: {report['speedup_vs_baseline']['total']:.2f}x")

@@ -170,6 +170,9 @@ class ProfileArgs:
     """Also time the env step and the gradient steps alone (two more programs to compile)."""
     evaluate: bool = True
     """Also compile and time evaluation."""
+    split_lengths: tuple[int, ...] = ()
+    """Also time the training chunk split into chunks of these many iterations (divisors of the
+    measured chunk), as --train.chunk-seconds splits a run's: the throughput it costs."""
     out: str = "profile.json"
     """Where the JSON report goes."""
 

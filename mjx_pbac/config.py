@@ -80,9 +80,24 @@ class TrainConfig:
     warmup_steps: int = 10_000
     """Env steps with uniform random actions and no updates before training."""
     chunk_steps: int = 1_000
-    """Env steps per jitted chunk: metrics, the progress bar and interrupts act at this grain.
-    Rounded up to a whole number of vector steps; the step counts below are rounded up to whole
-    chunks (the run prints any such rounding and records it in config.json)."""
+    """Env steps per jitted chunk, at most: warm-up, evaluations and checkpoints fall on its
+    boundaries. Rounded up to a whole number of vector steps; the step counts below are rounded
+    up to whole chunks (the run prints any such rounding and records it in config.json). A chunk
+    that would outlast `chunk_seconds` runs as several shorter ones (`Schedule.lengths`)."""
+    chunk_seconds: float = 10.0
+    """Target wall time of one jitted chunk, in seconds; 0 runs every chunk whole. Metrics, the
+    progress bar and stop signals act once per chunk, so after the first chunk of each program is
+    timed, a chunk expected to take longer runs as several shorter ones: the longest length that
+    divides it, of at least 2 iterations, expected to end within the target (one more compile,
+    kept). The training state is bit-identical however a chunk is split; the metrics' rows follow
+    the split. Changeable on resume."""
+    stop_grace_seconds: float = 20.0
+    """Seconds a run may take to stop after the first SIGTERM / SIGINT (a cluster's KillWait:
+    SLURM's and Kubernetes' default is 30 s). A run whose current chunk (and the checkpoint after
+    it) is expected to end within it stops after that chunk, with a checkpoint (exit 75);
+    otherwise it stops at once (exit 128 + signal), keeping the newest checkpoint on disk. A
+    program's first chunk is not yet timed: a signal during it stops at once; so does every first
+    signal with a grace of 0. Changeable on resume."""
     eval_interval: int = 20_000
     """Env steps between evaluations (also at step 0 and at the end)."""
     eval_episodes: int = 10
@@ -129,6 +144,8 @@ class TrainConfig:
         require(self.updates_per_step >= 0, f"updates_per_step must be >= 0, got {self.updates_per_step}")
         require(self.warmup_steps >= 0, f"warmup_steps must be >= 0, got {self.warmup_steps}")
         require(self.visit_interval >= 0, f"visit_interval must be >= 0, got {self.visit_interval}")
+        require(self.chunk_seconds >= 0, f"chunk_seconds must be >= 0 (0 runs every chunk whole), got {self.chunk_seconds}")
+        require(self.stop_grace_seconds >= 0, f"stop_grace_seconds must be >= 0, got {self.stop_grace_seconds}")
         require(self.devices >= 0, f"devices must be >= 0 (0 uses every visible device), got {self.devices}")
         require(
             self.seed + self.num_seeds - 1 <= INT32_MAX,
@@ -246,6 +263,25 @@ class Schedule:
     def chunk_env_steps(self) -> int:
         return self.iterations_per_chunk * self.num_envs
 
+    def lengths(self) -> tuple[int, ...]:
+        """The iteration counts a chunk may run as, shortest first: every divisor of
+        `iterations_per_chunk` from 2 up, and the whole chunk. Not 1: XLA compiles a
+        one-iteration scan as straight-line code, whose fused arithmetic rounds differently, and
+        every split must leave the state bit-identical to the whole chunk's."""
+        whole = self.iterations_per_chunk
+        return tuple(n for n in range(2, whole) if whole % n == 0) + (whole,)
+
+    def split(self, distance: int, seconds_per_iteration: float | None, target: float) -> int:
+        """Iterations of the next chunk, `distance` iterations before the next boundary of the
+        schedule's grid (a multiple of the previous chunks' length): the longest allowed length
+        that divides `distance` and is expected to take at most `target` seconds, or the shortest
+        such length when none is; the longest when the time is not known or target is 0."""
+        fitting = [n for n in self.lengths() if distance % n == 0 and n <= distance] or [distance]
+        if seconds_per_iteration is None or target <= 0:
+            return fitting[-1]
+        within = [n for n in fitting if n * seconds_per_iteration <= target]
+        return within[-1] if within else fitting[0]
+
     @property
     def total_env_steps(self) -> int:
         return self.num_chunks * self.chunk_env_steps
@@ -268,6 +304,38 @@ class Schedule:
             for name, value in self.as_steps().items()
             if getattr(train, name) != value
         ]
+
+
+def edge_warnings(train: TrainConfig, schedule: Schedule) -> list[str]:
+    """One line each for settings that are legal but rarely meant: a minibatch larger than the
+    replay buffer or than the warm-up's transitions (minibatches are drawn with replacement, so
+    they repeat transitions), a chunk longer than the whole run, a chunk that cannot be split."""
+    lines = []
+    if train.batch_size > train.buffer_size:
+        lines.append(
+            f"batch_size {train.batch_size:,} is larger than buffer_size {train.buffer_size:,}: minibatches are drawn "
+            f"with replacement, so each holds every stored transition about {train.batch_size / train.buffer_size:.0f} "
+            "times over, at the cost of the whole batch; lower batch_size or raise buffer_size"
+        )
+    warmed = schedule.warmup_chunks * schedule.chunk_env_steps
+    if train.batch_size > warmed and warmed < train.buffer_size:
+        held = f"the {warmed:,} transitions of the warm-up" if warmed else "no transitions (warmup_steps is 0)"
+        lines.append(
+            f"batch_size {train.batch_size:,} is larger than the warm-up: the first gradient steps draw it from {held}, "
+            "repeating them; raise warmup_steps or lower batch_size"
+        )
+    if train.chunk_steps > train.total_steps:
+        lines.append(
+            f"chunk_steps {train.chunk_steps:,} is longer than total_steps {train.total_steps:,}: the run trains one "
+            f"whole chunk, {schedule.total_env_steps:,} env steps, evaluating and checkpointing only at its end; "
+            "lower chunk_steps"
+        )
+    if train.chunk_seconds > 0 and schedule.lengths() == (schedule.iterations_per_chunk,) and schedule.iterations_per_chunk > 3:
+        lines.append(
+            f"a chunk of {schedule.iterations_per_chunk:,} vector steps (chunk_steps / num_envs) has no divisor from 2 "
+            "up, so it cannot be split to keep within chunk_seconds; choose chunk_steps with small factors (e.g. 1,000)"
+        )
+    return lines
 
 
 def parse_overrides(pairs: tuple[str, ...] | list[str]) -> dict[str, Any]:

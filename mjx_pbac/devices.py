@@ -26,10 +26,13 @@ evaluation returns, checkpoints) is gathered with `multihost_utils.process_allga
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
+import threading
+import time
 import typing
-from typing import Any
+from typing import Any, Callable
 
 import jax
 import numpy as np
@@ -271,16 +274,75 @@ class Layout:
         )
 
 
-def agreed_signal(requested: int | None) -> int | None:
-    """A stop signal received by any process (the largest number), so every process of a
-    multi-process run stops after the same chunk; `requested` itself in a one-process run."""
+def agree(requested: int | None, seconds: float) -> tuple[int | None, float]:
+    """(the stop signal any process received, the longest of the processes' `seconds`), the same
+    on every process: each process of a multi-process run then stops after the same chunk and
+    sizes its next chunks from the same time (`runner`), so their chunk programs and collectives
+    stay in step. One `process_allgather` per call; the inputs themselves in a one-process run."""
     if jax.process_count() == 1:
-        return requested
+        return requested, seconds
     from jax.experimental import multihost_utils
 
-    every = multihost_utils.process_allgather(np.int32(requested or 0))
-    agreed = int(np.max(every))
-    return agreed or None
+    every = np.asarray(multihost_utils.process_allgather(np.asarray([requested or 0, seconds], np.float64)))
+    signal_number = int(np.max(every[..., 0]))
+    return signal_number or None, float(np.max(every[..., 1]))
+
+
+STOP_NOW_KEY = "mjx_pbac/stop_now"
+
+
+STOP_NOW_POLL_SECONDS = 0.5
+"""How often each process of a multi-process run looks for a stop at once (`watch_stop_now`)."""
+
+
+def publish_stop_now(text: str) -> None:
+    """Tells every process of a multi-process run to stop at once (`watch_stop_now`), through
+    jax.distributed's key-value store, and waits until each has looked for it (the caller then
+    ends this process: were it to end at once, a peer waiting on it in a collective would fail
+    first, with an error instead of the stop); nothing in a one-process run."""
+    client = _distributed_client()
+    if client is None:
+        return
+    with contextlib.suppress(Exception):  # the store may be gone already (process 0 ended)
+        client.key_value_set(STOP_NOW_KEY, text)
+        time.sleep(3 * STOP_NOW_POLL_SECONDS)
+
+
+def watch_stop_now(on_stop: Callable[[str], None], every: float = STOP_NOW_POLL_SECONDS) -> Callable[[], None]:
+    """In a multi-process run, a thread that looks for `publish_stop_now` from any process every
+    `every` seconds and then calls `on_stop(text)` (which ends the process); returns the function
+    that ends the watch (call it before the process exits: a thread left waiting inside the store's
+    client would abort the interpreter's exit). Nothing in a one-process run."""
+    client = _distributed_client()
+    if client is None:
+        return lambda: None
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.wait(every):
+            try:
+                text = client.key_value_try_get(STOP_NOW_KEY)
+            except Exception:  # not set (NOT_FOUND), or the store is gone: look again or end
+                continue
+            on_stop(text)
+            return
+
+    thread = threading.Thread(target=watch, name="stop-now", daemon=True)
+    thread.start()
+
+    def end() -> None:
+        done.set()
+        thread.join(timeout=5)
+
+    return end
+
+
+def _distributed_client():
+    if jax.process_count() == 1:
+        return None
+    from jax._src import distributed  # the client jax.distributed.initialize made
+
+    return distributed.global_state.client
 
 
 _TEXT_BYTES = 4096

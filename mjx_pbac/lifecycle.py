@@ -11,8 +11,9 @@ Status (summary.json "status") and exit code of `train.py` (and of `table`, `pro
   diverged     3   a non-finite loss or metric; nothing after the last good checkpoint was saved
   interrupted  75  SIGINT (Ctrl-C) or SIGTERM: the current chunk finished and a checkpoint was
                    written; `--resume` continues exactly there
-  interrupted  128 + signal (130 SIGINT, 143 SIGTERM): a second signal stopped it at once, with
-                   no checkpoint beyond the newest on disk
+  interrupted  128 + signal (130 SIGINT, 143 SIGTERM): stopped at once, with no checkpoint beyond
+                   the newest on disk: by a second signal, or by the first when what was running
+                   could not end (and be checkpointed) within train.stop_grace_seconds
   (no run)     2   bad input: nothing was started; 4: the run directory is in use by another process
 
 A run holds an exclusive lock (`fcntl.flock` on RUN_DIR/.lock, which names the holder) for its
@@ -162,15 +163,17 @@ def read_status(run_dir: str | os.PathLike) -> str | None:
 
 class StopSignals:
     """SIGINT and SIGTERM as requests to stop at the end of the current chunk (`requested`);
-    the second such signal stops the process at once: `on_stop_now(signum)` runs (it records the
-    status) and the process exits with 128 + signum.
+    `on_first(signum)` runs on the first and may return True to stop at once instead (it has
+    recorded the status: the run's grace period would not cover the chunk). The second such
+    signal stops the process at once: `on_stop_now(signum)` runs (it records the status). Either
+    way at once, the process exits with 128 + signum.
 
     The signals are read by a helper thread from `signal.set_wakeup_fd`, so a second signal acts
     even while the main thread waits on a long device call (a Python handler would only run once
     that call returned). Outside the main thread this does nothing: signals belong to it.
     """
 
-    def __init__(self, on_first: Callable[[int], None] | None = None, on_stop_now: Callable[[int], None] | None = None):
+    def __init__(self, on_first: Callable[[int], bool | None] | None = None, on_stop_now: Callable[[int], None] | None = None):
         self.on_first = on_first
         self.on_stop_now = on_stop_now
         self.requested: int | None = None
@@ -211,9 +214,13 @@ class StopSignals:
                 if self._count == 1:
                     if self.requested is None:
                         self.requested = signum
+                    stop_now = False
                     if self.on_first is not None:
                         with contextlib.suppress(Exception):
-                            self.on_first(signum)
+                            stop_now = bool(self.on_first(signum))
+                    if stop_now:
+                        sys.stderr.flush()
+                        os._exit(128 + signum)
                 else:
                     with contextlib.suppress(Exception):
                         if self.on_stop_now is not None:

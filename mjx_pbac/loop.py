@@ -37,6 +37,7 @@ succeeded iff its return > 0), `success_sum` counts the episodes of the chunk th
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Callable, NamedTuple
 
 import jax
@@ -98,6 +99,12 @@ class Trainer(NamedTuple):
     """Only the gradient steps of a training chunk (no env step): `train.py profile` times it
     to split a training step into its phases."""
     schedule: Schedule
+    chunk_program: Callable[[str, int], Callable[[TrainState], tuple[TrainState, dict]]] | None = None
+    """chunk_program("warmup" | "train", iterations) -> the jitted chunk of that many iterations
+    (made once per length and kept): the runner runs a chunk of the schedule as several shorter
+    ones when it would outlast `TrainConfig.chunk_seconds` (`Schedule.lengths`). The state after
+    any such split is bit-identical to the whole chunk's; only the metrics' grain differs.
+    `chunk_program(kind, schedule.iterations_per_chunk)` is `warmup_chunk` / `train_chunk`."""
 
 
 VISIT_PREFIX = "visit/"
@@ -217,15 +224,15 @@ def make_trainer(train: TrainConfig, env: Env, algorithm: Algorithm, donate: boo
         metrics.update(visits)  # [iterations] each
         return metrics
 
-    def warmup_chunk(state: TrainState) -> tuple[TrainState, dict]:
+    def warmup_chunk(state: TrainState, length: int = schedule.iterations_per_chunk) -> tuple[TrainState, dict]:
         def iteration(state, _):
             state, episodes, visit = env_step(state, learned=False)
             return state, (episodes, visit)
 
-        state, (episodes, visits) = jax.lax.scan(iteration, state, None, length=schedule.iterations_per_chunk)
+        state, (episodes, visits) = jax.lax.scan(iteration, state, None, length=length)
         return state, chunk_metrics(episodes, {}, visits)
 
-    def train_chunk(state: TrainState) -> tuple[TrainState, dict]:
+    def train_chunk(state: TrainState, length: int = schedule.iterations_per_chunk) -> tuple[TrainState, dict]:
         def iteration(state, _):
             state, episodes, visit = env_step(state, learned=True)
             update_metrics = {}
@@ -233,9 +240,7 @@ def make_trainer(train: TrainConfig, env: Env, algorithm: Algorithm, donate: boo
                 state, update_metrics = gradient_steps(state)
             return state, (episodes, update_metrics, visit)
 
-        state, (episodes, update_metrics, visits) = jax.lax.scan(
-            iteration, state, None, length=schedule.iterations_per_chunk
-        )
+        state, (episodes, update_metrics, visits) = jax.lax.scan(iteration, state, None, length=length)
         metrics = chunk_metrics(episodes, update_metrics, visits)
         # Disagreement at the chunk's end, on stored states; its keys fold off the member's key
         # without advancing it, so training draws the same numbers with or without it.
@@ -280,13 +285,26 @@ def make_trainer(train: TrainConfig, env: Env, algorithm: Algorithm, donate: boo
         fn = with_matmul_precision(fn, train.matmul_precision)
         return jax.jit(fn, donate_argnums=(0,) if donated and donate else ())
 
+    programs: dict[tuple[str, int], Callable] = {}
+
+    def chunk_program(kind: str, length: int) -> Callable:
+        if kind not in ("warmup", "train"):
+            raise ValueError(f"chunk kind must be warmup or train, got {kind!r}")
+        if not 1 <= length <= schedule.iterations_per_chunk:
+            raise ValueError(f"a chunk holds 1..{schedule.iterations_per_chunk} iterations, got {length}")
+        if (kind, length) not in programs:
+            body = warmup_chunk if kind == "warmup" else train_chunk
+            programs[kind, length] = jitted(functools.partial(body, length=length), (0,), donated=True)
+        return programs[kind, length]
+
     return Trainer(
         init=jitted(init, (0, 0, 0), donated=False),
-        warmup_chunk=jitted(warmup_chunk, (0,), donated=True),
-        train_chunk=jitted(train_chunk, (0,), donated=True),
+        warmup_chunk=chunk_program("warmup", schedule.iterations_per_chunk),
+        train_chunk=chunk_program("train", schedule.iterations_per_chunk),
         evaluate=jitted(evaluate, (0,), donated=False),
         update_chunk=jitted(update_chunk, (0,), donated=True),
         schedule=schedule,
+        chunk_program=chunk_program,
     )
 
 

@@ -13,6 +13,9 @@ reports:
   uniform actions, buffer insert), the gradient steps (the chunk's updates alone) and the rest
   (the policy's forward pass, and whatever running them together saves or costs);
 - optionally a baseline with other env overrides, measured the same way in the same process;
+- optionally (`split_lengths`) the training chunk run split into shorter chunks, each followed
+  by its metrics' transfer as in a run, timed in turn with the whole chunk: the throughput a
+  split costs and the seconds each chunk adds (`TrainConfig.chunk_seconds`);
 - peak memory: the device allocator's peak where the backend reports it (GPU), and the process's
   peak resident memory (host);
 - the device, the jax version and the resolved config.
@@ -48,6 +51,10 @@ class ProfileSettings:
     breakdown); False measures the training chunk only (one compile fewer each)."""
     evaluate: bool = True
     """Also compile and time evaluation."""
+    split_lengths: tuple[int, ...] = ()
+    """Also time the training chunk run split into chunks of these many iterations (each a
+    divisor of the chunk, at least 2), as a run does under `TrainConfig.chunk_seconds`: the
+    throughput it costs and the seconds each extra chunk adds."""
 
     def __post_init__(self) -> None:
         if self.measure_steps < 0:
@@ -144,6 +151,8 @@ def _measure_one(config: RunConfig, settings: ProfileSettings, report: dict[str,
         )
     report["phases_ms_per_vector_step"] = {name: 1e3 * value for name, value in per_step.items()}
     write()
+    if settings.split_lengths:
+        state = _measure_splits(trainer, programs["train_chunk"], state, settings, members * train.num_envs, report, write)
     if not settings.evaluate:
         return
     tick = time.perf_counter()
@@ -156,6 +165,53 @@ def _measure_one(config: RunConfig, settings: ProfileSettings, report: dict[str,
         "seconds": eval_seconds,
         "env_steps_per_s": eval_steps / eval_seconds,
     }
+
+
+def _measure_splits(trainer, whole, state, settings: ProfileSettings, steps_per_iteration: int, report, write):
+    """Times a training chunk of the schedule run whole and split into `settings.split_lengths`
+    (in turn, `timed_chunks` rounds, so drift hits all alike), each chunk followed by the host
+    transfer of its metrics as in a run; records throughput relative to whole and the seconds each
+    extra chunk run adds."""
+    iterations = trainer.schedule.iterations_per_chunk
+    allowed = trainer.schedule.lengths()
+    bad = [n for n in settings.split_lengths if n not in allowed or n == iterations]
+    if bad:
+        raise ValueError(
+            f"split lengths {bad} do not split the measured chunk of {iterations} iterations; "
+            f"choose from {', '.join(map(str, allowed[:-1])) or 'none (it has no divisor from 2 up)'}"
+        )
+    variants = {iterations: whole}
+    for length in settings.split_lengths:
+        tick = time.perf_counter()
+        variants[length] = trainer.chunk_program("train", length).lower(state).compile()
+        report["compile_s"][f"train/{length}"] = time.perf_counter() - tick
+    seconds: dict[int, list[float]] = {length: [] for length in variants}
+    for round_ in range(settings.timed_chunks + 1):  # round 0 untimed: the first run of each
+        for length, program in variants.items():
+            tick = time.perf_counter()
+            for _ in range(iterations // length):
+                state, metrics = program(state)
+                jax.device_get(metrics)  # what a run fetches after every chunk (it also waits for it)
+            if round_:
+                seconds[length].append(time.perf_counter() - tick)
+    base = statistics.median(seconds[iterations])
+    rows = []
+    for length, times in seconds.items():
+        median = statistics.median(times)
+        calls = iterations // length
+        rows.append({
+            "length": length,
+            "chunks_per_schedule_chunk": calls,
+            "seconds_per_schedule_chunk": median,
+            "seconds_per_chunk": median / calls,
+            "env_steps_per_s": steps_per_iteration * iterations / median,
+            "throughput_vs_whole": base / median,
+            "added_seconds_per_extra_chunk": (median - base) / (calls - 1) if calls > 1 else 0.0,
+            "times": times,
+        })
+    report["splits"] = rows
+    write()
+    return state
 
 
 def measure(

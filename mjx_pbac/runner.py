@@ -4,7 +4,8 @@ interrupts, divergence and resume.
 RUN_DIR/
   config.json       the resolved config (and the env's) with its digest, memory estimate,
                     versions, device, and any change made on resume
-  metrics.jsonl     one record per chunk: losses, alpha, ensemble spread, returns, env steps/s
+  metrics.jsonl     one record per chunk run (`TrainConfig.chunk_seconds` may split a chunk of the
+                    schedule into shorter ones): losses, alpha, ensemble spread, returns, env steps/s
                     (and, for an env that reports success, the episodes' success rate)
   eval.jsonl        one record per evaluation: every episode's return and length (and, for an
                     env that reports success, `success_rate`: the fraction of the episodes
@@ -39,6 +40,7 @@ import re
 import shutil
 import signal
 import sys
+import threading
 import time
 import traceback
 from datetime import datetime
@@ -52,7 +54,9 @@ import envs
 from mjx_pbac import algos, checkpoint, devices
 from mjx_pbac.algos import Algorithm
 from mjx_pbac.checkpoint import CheckpointError
-from mjx_pbac.config import Member, RunConfig, Schedule, config_from_dict, config_to_dict, expand_members, parse_overrides
+from mjx_pbac.config import (
+    Member, RunConfig, Schedule, config_from_dict, config_to_dict, edge_warnings, expand_members, parse_overrides,
+)
 from mjx_pbac.devices import Layout
 from mjx_pbac.lifecycle import LOCK_NAME, ExitCode, RunLock, StopSignals, signal_name, write_json
 from mjx_pbac.logger import NullLogger, Progress, RunLogger, truncate_jsonl
@@ -61,7 +65,8 @@ from mjx_pbac.loop import VISIT_PREFIX, Trainer, make_trainer, member_inputs, no
 RUNS_ROOT = Path("runs")
 
 CHANGEABLE_ON_RESUME = (
-    "total_steps", "eval_interval", "checkpoint_interval", "keep_checkpoints", "progress", "tensorboard", "devices", "platform"
+    "total_steps", "eval_interval", "checkpoint_interval", "keep_checkpoints", "progress", "tensorboard", "devices", "platform",
+    "chunk_seconds", "stop_grace_seconds",
 )
 """Train settings `--resume` may change (`python train.py --resume DIR --train.total-steps N`):
 they change neither the state's shapes nor what the steps already taken did (a checkpoint holds
@@ -465,6 +470,23 @@ class _Run:
         self.env_steps = 0  # reached so far (the end of the last chunk run)
         self.clocks = Clocks()
         self.progress: Progress | None = None
+        self.seconds_per_iteration: dict[str, float] = {}
+        """Measured per chunk program kind ("warmup", "train"), agreed over the processes: how
+        long the chunks to come are expected to take (`TrainConfig.chunk_seconds`). Carried in
+        checkpoints, so a resumed run sizes its first chunks from them."""
+        self.lengths: dict[str, int] = {}
+        """The iterations per chunk each kind runs at now (`Schedule.split`)."""
+        self.activity: tuple[str, float, float | None] = ("setting up", time.perf_counter(), None)
+        """(what the main thread is doing, since when, its expected seconds or None if unknown),
+        read by the signal watcher to decide whether a stop fits the grace period."""
+        self.saved_env_steps = 0
+        """Env steps of the newest checkpoint this run has (what a stop at once keeps)."""
+        self.saved_train_s = 0.0
+        self.save_seconds: float | None = None
+        """How long the last checkpoint took to write."""
+        self.eval_seconds: float | None = None
+        """How long the last evaluation took (the first includes its compile)."""
+        self._summary_lock = threading.Lock()
 
     # -- status ---------------------------------------------------------------------------
 
@@ -480,47 +502,113 @@ class _Run:
         saved = checkpoint.list_checkpoints(self.checkpoint_dir)
         return saved[-1].name if saved else "none"
 
-    def _on_first_signal(self, signum: int) -> None:
+    def _seconds_to_stop(self) -> float | None:
+        """Seconds until the run could stop with a checkpoint if asked now: the rest of what the
+        main thread is doing and a checkpoint's write; None when that is not known (a compile, a
+        program's first chunk, setting up, or a chunk running over twice its expected time)."""
+        what, since, expected = self.activity
+        if what == "writing a checkpoint":
+            return 0.0
+        elapsed = time.perf_counter() - since
+        if expected is None or elapsed > 2 * expected + 1.0:  # not timed yet, or far overdue: not known
+            return None
+        write = self.save_seconds if self.save_seconds is not None else 0.0
+        return max(0.0, expected - elapsed) + write
+
+    def _lost(self) -> str:
+        """What a stop at once loses, in words."""
         newest = self._newest_checkpoint()
-        kept = f"only {newest} is kept" if newest != "none" else "there is no checkpoint yet"
-        self._say(
-            f"{signal_name(signum)} received: stopping after the current chunk with a checkpoint "
-            f"(send it again to stop at once: {kept})"
+        unsaved = self.env_steps - self.saved_env_steps
+        keep = f"checkpoint {newest} is kept" if newest != "none" else "there is no checkpoint"
+        if unsaved <= 0 and self.activity[0] != "running a chunk":
+            return f"nothing was lost ({keep})"
+        done = f"the {unsaved:,} env steps since it and " if unsaved > 0 else ""
+        return f"{done}the chunk in progress were lost ({keep})"
+
+    def _on_first_signal(self, signum: int) -> bool:
+        """Stop after the current chunk with a checkpoint, or (returns True) at once when that is
+        not expected within the grace period."""
+        name, grace = signal_name(signum), self.train.stop_grace_seconds
+        left = self._seconds_to_stop()
+        if left is not None and left <= grace and grace > 0:  # a grace of 0: none, the first signal stops at once
+            self._say(
+                f"{name} received: stopping with a checkpoint after the current {self.activity[0].removeprefix('running a ')} "
+                f"(in about {left:.0f} s, within the {grace:g} s grace; send it again to stop at once)"
+            )
+            return False
+        if grace > 0:
+            expected = "its end is not known yet" if left is None else f"it needs about {left:.0f} s more"
+            why = f"it came while {self.activity[0]} and {expected}, beyond the {grace:g} s grace (--train.stop-grace-seconds)"
+        else:
+            why = "the run has no grace (--train.stop-grace-seconds 0)"
+        message = (
+            f"stopped at once by {name} after {self.env_steps:,} env steps: {why}; {self._lost()}. "
+            f"Continue with `python train.py --resume {self.run_dir}`"
         )
+        self._stop_at_once(message, 128 + signum)
+        return True
 
     def _on_stop_now(self, signum: int) -> None:
         message = (
-            f"stopped at once by a second {signal_name(signum)} after {self.env_steps:,} env steps; nothing after "
-            f"checkpoint {self._newest_checkpoint()} was kept. Continue with `python train.py --resume {self.run_dir}`"
+            f"stopped at once by a second {signal_name(signum)} after {self.env_steps:,} env steps; {self._lost()}. "
+            f"Continue with `python train.py --resume {self.run_dir}`"
         )
-        self._summary("interrupted", message, self.clocks.wall_s, exit_code=128 + signum)
+        self._stop_at_once(message, 128 + signum)
+
+    def _stop_at_once(self, message: str, exit_code: int) -> None:
+        """Records the status, tells the other processes of a multi-process run to stop too
+        (`devices.publish_stop_now`), and says why; the caller ends the process."""
+        self._summary("interrupted", message, self.clocks.wall_s, exit_code=exit_code)
         self._say(message)
+        devices.publish_stop_now(json.dumps({"process": jax.process_index(), "exit_code": exit_code, "message": message}))
+
+    def _on_stop_told(self, text: str) -> None:
+        """Another process stopped at once (`_stop_at_once`): this one records it and ends too."""
+        try:
+            told = json.loads(text)
+            exit_code, message = int(told["exit_code"]), str(told["message"])
+            process = told.get("process")
+        except (ValueError, KeyError, TypeError):
+            exit_code, message, process = 128 + signal.SIGTERM, text, "?"
+        if process == jax.process_index():  # its own word: it is ending already
+            return
+        message = f"process {process} {message[0].lower()}{message[1:]}" if message else f"process {process} stopped at once"
+        self._summary("interrupted", message, self.clocks.wall_s, exit_code=exit_code)
+        self._say(message)
+        sys.stderr.flush()
+        if jax.process_index() == 0:  # it holds the store: the others must end first, or they abort on losing it
+            time.sleep(5 * devices.STOP_NOW_POLL_SECONDS)
+        os._exit(exit_code)
 
     def execute(self) -> Path:
         status, message, exit_code, error_text = "failed", "", ExitCode.FAILED, None
         logger, record_status = None, True
         self.progress = Progress(self.schedule.total_env_steps, self.train.progress and self.writer)
         with StopSignals(on_first=self._on_first_signal, on_stop_now=self._on_stop_now) as stop:
+            end_watch = devices.watch_stop_now(self._on_stop_told)
             try:
                 if self.record is not None and self.writer:
                     write_json(self.run_dir / "config.json", self.record)
                     self._summary("running", "", 0.0)
                 self.clocks = Clocks()  # from here: building the state counts as the run's time
                 state = self.built.init_state()
-                chunk = 0
+                iteration, evaluated = 0, False
                 if self.resume:
-                    state, chunk = self._restore(state)
+                    state, iteration, evaluated = self._restore(state)
                     self._summary("running", "", self.clocks.wall_s)
-                self.env_steps = chunk * self.schedule.chunk_env_steps
+                self.env_steps = self.saved_env_steps = iteration * self.schedule.num_envs
+                self.saved_train_s = self.clocks.train_s
                 logger = (
-                    RunLogger(self.run_dir, self.members, self.train.tensorboard, purge_step=(self.env_steps + 1) if chunk else None)
+                    RunLogger(self.run_dir, self.members, self.train.tensorboard, purge_step=(self.env_steps + 1) if iteration else None)
                     if self.writer else NullLogger()
                 )
-                if not self.resume or chunk == 0:
+                if not self.resume or iteration == 0:
                     self.progress.message(f"run directory: {self.run_dir} ({self.layout.describe()}, one program)")
                     for line in self.schedule.adjustments(self.train):
                         self.progress.message(f"note: {line}")
-                status, message = self._loop(state, chunk, logger, stop)
+                    for line in edge_warnings(self.train, self.schedule):
+                        self._say(f"warning: {line}")
+                status, message = self._loop(state, iteration, evaluated, logger, stop)
                 exit_code = ExitCode.FINISHED if status == "finished" else ExitCode.INTERRUPTED
             except TrainingDiverged as error:
                 status, message, exit_code = "diverged", str(error), ExitCode.DIVERGED
@@ -546,6 +634,7 @@ class _Run:
                 )
                 raise RunFailed(message) from error
             finally:
+                end_watch()
                 self.progress.close()
                 if logger is not None:
                     with contextlib.suppress(Exception):
@@ -568,9 +657,9 @@ class _Run:
         except OSError:
             return None
 
-    def _restore(self, template) -> tuple[Any, int]:
-        """(state, chunk) from the newest usable checkpoint, its clocks continued in
-        `self.clocks`; with none, the run starts
+    def _restore(self, template) -> tuple[Any, int, bool]:
+        """(state, iterations done, whether the evaluation due there was run) from the newest
+        usable checkpoint, its clocks continued in `self.clocks`; with none, the run starts
         again from step 0 with its earlier outputs set aside in RUN_DIR/attempts/N."""
         found = checkpoint.restore_newest(self.checkpoint_dir, self.layout.host_template(template), warn=self._say)
         if found is None:
@@ -579,7 +668,7 @@ class _Run:
             self._say(f"no usable checkpoint in {self.checkpoint_dir}: starting {self.run_dir} again from step 0{where}")
             self._record_changes(0)
             self.resume = False
-            return template, 0
+            return template, 0, False
         host_state, metadata, path = found
         stored = metadata.get("config")
         if stored is not None:
@@ -597,9 +686,10 @@ class _Run:
                     f"checkpoint {path} was written with other settings than {self.run_dir}/config.json "
                     f"({', '.join(differing)}): it belongs to another run; move it away or start a new run"
                 )
-        chunk = int(metadata["chunk"])
-        env_steps = chunk * self.schedule.chunk_env_steps
-        if env_steps != metadata["env_steps"] or chunk > self.schedule.num_chunks:
+        # Checkpoints written before chunks could be split count whole chunks only.
+        iteration = int(metadata.get("iterations", int(metadata["chunk"]) * self.schedule.iterations_per_chunk))
+        env_steps = iteration * self.schedule.num_envs
+        if env_steps != metadata["env_steps"] or iteration > self.schedule.num_chunks * self.schedule.iterations_per_chunk:
             raise RunError(
                 f"checkpoint {path} is at {metadata['env_steps']:,} env steps, beyond this run's "
                 f"{self.schedule.total_env_steps:,}; raise --train.total-steps to continue it"
@@ -612,7 +702,11 @@ class _Run:
         wall_s = float(metadata["elapsed_s"])
         # Checkpoints written before train_s existed: its clock continues from the wall-clock's.
         self.clocks.continue_from(wall_s, float(metadata.get("train_s", wall_s)), float(metadata.get("compile_s", 0.0)))
-        return self.layout.restore(host_state, like=template), chunk
+        if metadata.get("timing_device") == jax.devices()[0].device_kind:  # timed on this kind of device
+            self.seconds_per_iteration.update(
+                {kind: float(value) for kind, value in dict(metadata.get("seconds_per_iteration") or {}).items()}
+            )
+        return self.layout.restore(host_state, like=template), iteration, not metadata.get("evaluation_pending", False)
 
     def _record_changes(self, env_steps: int) -> None:
         """Writes the resume's allowed changes into config.json (config, digest, a history entry)."""
@@ -644,30 +738,41 @@ class _Run:
             os.replace(path, aside / path.name)
         return aside
 
-    def _loop(self, state, chunk: int, logger: RunLogger, stop: StopSignals) -> tuple[str, str]:
-        """Trains from `chunk` to the end or a stop request; returns (status, message)."""
-        if chunk == 0:
-            self._evaluate(state, 0, logger)
-        saved_chunk = chunk
-        requested = devices.agreed_signal(stop.requested)
-        while chunk < self.schedule.num_chunks:
+    def _loop(self, state, iteration: int, evaluated: bool, logger: RunLogger, stop: StopSignals) -> tuple[str, str]:
+        """Trains from `iteration` (vector steps done) to the end or a stop request; returns
+        (status, message). Warm-up, evaluations and checkpoints fall on the boundaries of the
+        schedule's chunks; each of its chunks runs whole or split (`_next_length`); a stop is
+        honoured after any chunk run, with a checkpoint (an evaluation due there is left to the
+        resumed run)."""
+        schedule = self.schedule
+        whole = schedule.iterations_per_chunk
+        total = schedule.num_chunks * whole
+        if iteration == 0 or (not evaluated and self._evaluation_due(iteration)):
+            self._evaluate(state, iteration * schedule.num_envs, logger)
+        requested = None
+        while iteration < total:
+            requested = devices.agree(stop.requested, 0.0)[0]  # also one that came while evaluating or saving
             if requested is not None:
                 break
-            state, chunk = self._chunk(state, chunk, logger, self.progress)
-            self.env_steps = env_steps = chunk * self.schedule.chunk_env_steps
-            last = chunk == self.schedule.num_chunks
-            if chunk % self.schedule.eval_every_chunks == 0 or last:
+            kind = "warmup" if iteration < schedule.warmup_chunks * whole else "train"
+            length = self._next_length(kind, iteration)
+            state, iteration, seconds = self._chunk(state, iteration, kind, length, logger, self.progress)
+            self.env_steps = env_steps = iteration * schedule.num_envs
+            requested, seconds = devices.agree(stop.requested, seconds)  # every process: same stop, same sizes
+            self._timed(kind, length, seconds)
+            last = iteration == total
+            pending = self._evaluation_due(iteration) and requested is not None and not last
+            if self._evaluation_due(iteration) and not pending:
                 self._evaluate(state, env_steps, logger)
-            requested = devices.agreed_signal(stop.requested)  # every process stops after the same chunk
-            if chunk % self.schedule.checkpoint_every_chunks == 0 or last or requested is not None:
-                self._save(state, chunk)
-                saved_chunk = chunk
-        if chunk == self.schedule.num_chunks:
+            checkpoint_due = iteration % whole == 0 and (iteration // whole) % schedule.checkpoint_every_chunks == 0
+            if checkpoint_due or last or requested is not None:
+                self._save(state, iteration, evaluation_pending=pending)
+        if iteration == total:
             return "finished", ""
-        if saved_chunk != chunk:  # stopped before the first chunk of this process: nothing new to keep
-            self._save(state, chunk)
+        if self.saved_env_steps != self.env_steps:  # stopped before the first chunk of this process: nothing new to keep
+            self._save(state, iteration)
         name = signal_name(requested)
-        if chunk == 0:
+        if iteration == 0:
             return "interrupted", (
                 f"interrupted by {name} before the first chunk; nothing to keep. "
                 f"`python train.py --resume {self.run_dir}` starts it from step 0"
@@ -677,25 +782,75 @@ class _Run:
             f"Continue with `python train.py --resume {self.run_dir}`"
         )
 
-    def _chunk(self, state, chunk: int, logger: RunLogger, progress: Progress):
-        warmup = chunk < self.schedule.warmup_chunks
-        name = "warmup_chunk" if warmup else "train_chunk"
-        function = getattr(self.trainer, name)
+    def _evaluation_due(self, iteration: int) -> bool:
+        whole, schedule = self.schedule.iterations_per_chunk, self.schedule
+        if iteration % whole:
+            return False
+        chunk = iteration // whole
+        return chunk % schedule.eval_every_chunks == 0 or chunk == schedule.num_chunks
+
+    def _next_length(self, kind: str, iteration: int) -> int:
+        """Iterations of the next chunk of `kind`: the length it runs at now, while that still
+        fits before the next boundary of the schedule's grid; otherwise (and for its first chunk)
+        chosen by `Schedule.split` from its time per iteration, or from the warm-up's for the
+        first training chunk when even the warm-up's pace makes a whole chunk outlast the target."""
+        whole = self.schedule.iterations_per_chunk
+        distance = whole - iteration % whole
+        current = self.lengths.get(kind)
+        if current is not None and distance % current == 0:
+            return current
+        pace = self.seconds_per_iteration.get(kind)
+        if pace is None and kind == "train":  # a training iteration does all a warm-up one does, and more
+            warmup = self.seconds_per_iteration.get("warmup")
+            if warmup is not None and warmup * whole > self.train.chunk_seconds > 0:
+                pace = warmup
+        self.lengths[kind] = length = self.schedule.split(distance, pace, self.train.chunk_seconds)
+        return length
+
+    def _timed(self, kind: str, length: int, seconds: float) -> None:
+        """Learns the pace of `kind` from a chunk of `length` iterations that took `seconds`
+        (agreed over the processes): its first chunk sets the length its chunks run at; later,
+        a chunk that took over twice the target makes them shorter (never longer: each new length
+        is a compile)."""
+        pace = seconds / length
+        known = self.seconds_per_iteration.get(kind)
+        self.seconds_per_iteration[kind] = pace
+        target = self.train.chunk_seconds
+        if known is None or (target > 0 and seconds > 2 * target):
+            shorter = self.schedule.split(length, pace, target) if target > 0 else length
+            if known is None or shorter < length:
+                self.lengths.pop(kind, None)  # chosen again at the next chunk, from this pace
+
+    def _chunk(self, state, iteration: int, kind: str, length: int, logger: RunLogger, progress: Progress):
+        """Runs one chunk of `length` iterations of `kind` from `iteration`; returns (state,
+        iterations done, seconds it ran)."""
+        warmup = kind == "warmup"
+        whole = length == self.schedule.iterations_per_chunk
+        name = f"{kind}_chunk" if whole else f"{kind}_chunk/{length}"
+        function = getattr(self.trainer, f"{kind}_chunk") if whole else self.trainer.chunk_program(kind, length)
         first_call = name not in self.called
         compile_seconds = 0.0
         if first_call:  # compiled ahead, timed apart, so that train_s holds no compile
+            self._checkpoint_before_the_unknown(state, iteration)
+            self.activity = (f"compiling the {kind} chunk", time.perf_counter(), None)
             tick = time.perf_counter()
             self._compile(function, state)
             compile_seconds = time.perf_counter() - tick
             self.clocks.compile_s += compile_seconds
+        pace = self.seconds_per_iteration.get(kind)
+        expected = None if first_call or pace is None else pace * length
         tick = time.perf_counter()
+        self.activity = ("running a chunk", tick, expected)
         state, metrics = function(state)
         metrics = self.layout.gather(metrics)  # the one host transfer per chunk (it also waits for it)
         seconds = time.perf_counter() - tick
+        self.activity = ("between chunks", time.perf_counter(), 0.0)
         self.clocks.train_s += seconds
         self.called.add(name)
-        chunk += 1
-        env_steps = chunk * self.schedule.chunk_env_steps
+        start_steps = iteration * self.schedule.num_envs
+        iteration += length
+        env_steps = iteration * self.schedule.num_envs
+        chunk_env_steps = length * self.schedule.num_envs
         bad = non_finite_metrics(metrics)
         if bad:
             saved = checkpoint.list_checkpoints(self.checkpoint_dir)
@@ -709,14 +864,13 @@ class _Run:
                 f"Nothing after the previous checkpoint was saved; {keep}. "
                 "Lower the learning rates or check the env overrides."
             )
-        start_steps = env_steps - self.schedule.chunk_env_steps
         visits = {name.removeprefix(VISIT_PREFIX): metrics.pop(name) for name in list(metrics) if name.startswith(VISIT_PREFIX)}
-        logger.log_visits(self._visit_records(visits, start_steps))
-        updates = 0 if warmup else self.schedule.iterations_per_chunk * self.train.updates_per_step
+        logger.log_visits(self._visit_records(visits, start_steps, length))
+        updates = 0 if warmup else length * self.train.updates_per_step
         timing = {
             "chunk_seconds": seconds,
             "compiled": first_call,
-            "env_steps_per_s": self.schedule.chunk_env_steps * len(self.members) / seconds,
+            "env_steps_per_s": chunk_env_steps * len(self.members) / seconds,
             "updates_per_s": updates * len(self.members) / seconds,
         }
         records = []
@@ -749,7 +903,7 @@ class _Run:
         if not first_call:
             progress.update(
                 env_steps,
-                self.schedule.chunk_env_steps,
+                chunk_env_steps,
                 seconds,
                 timing["updates_per_s"],
                 self.last_eval,
@@ -759,8 +913,18 @@ class _Run:
             )
         else:
             what = "warm-up" if warmup else "training"
-            progress.message(f"compiled the {what} chunk in {compile_seconds:.1f} s and ran its first in {seconds:.1f} s")
-        return state, chunk
+            split = "" if whole else f" of {length} of the schedule's {self.schedule.iterations_per_chunk} iterations (--train.chunk-seconds)"
+            progress.message(f"compiled the {what} chunk{split} in {compile_seconds:.1f} s and ran its first in {seconds:.1f} s")
+        return state, iteration, seconds
+
+    def _checkpoint_before_the_unknown(self, state, iteration: int) -> None:
+        """Before a compile and a first chunk, whose length no one knows, a checkpoint when the
+        training since the newest one took longer than the grace period: a signal meanwhile stops
+        the run at once (`_on_first_signal`), and loses no more than that."""
+        if self.env_steps == self.saved_env_steps or iteration == 0:
+            return
+        if self.clocks.train_s - self.saved_train_s > self.train.stop_grace_seconds:
+            self._save(state, iteration, evaluation_pending=False)
 
     @staticmethod
     def _compile(function, state) -> None:
@@ -776,12 +940,12 @@ class _Run:
         task = f"{member.task} " if len(self.train.task_names) > 1 else ""
         return f"{task}{member.label} seed {member.seed}"
 
-    def _visit_records(self, visits: dict[str, np.ndarray], start_steps: int) -> list[dict]:
+    def _visit_records(self, visits: dict[str, np.ndarray], start_steps: int, length: int) -> list[dict]:
         """Records for the vector steps of this chunk that cross a multiple of visit_interval."""
         interval = self.train.visit_interval
         if not interval or not visits:
             return []
-        steps = start_steps + self.schedule.num_envs * np.arange(1, self.schedule.iterations_per_chunk + 1)
+        steps = start_steps + self.schedule.num_envs * np.arange(1, length + 1)
         crossed = np.flatnonzero(steps // interval > (steps - self.schedule.num_envs) // interval)
         return [
             {
@@ -798,7 +962,11 @@ class _Run:
 
     def _evaluate(self, state, env_steps: int, logger: RunLogger) -> None:
         clocks = self.clocks.record()  # when this policy existed, before its evaluation runs
+        tick = time.perf_counter()
+        self.activity = ("evaluating", tick, self.eval_seconds)
         result = self.layout.gather(self.trainer.evaluate(state))
+        self.eval_seconds = time.perf_counter() - tick
+        self.activity = ("between chunks", time.perf_counter(), 0.0)
         returns = np.asarray(result["returns"], dtype=float)  # [M, E]
         lengths = np.asarray(result["lengths"])
         self.last_eval = float(returns.mean())
@@ -824,23 +992,34 @@ class _Run:
             records.append(record)
         logger.log_eval(records)
 
-    def _save(self, state, chunk: int) -> None:
+    def _save(self, state, iteration: int, evaluation_pending: bool = False) -> None:
+        """A checkpoint after `iteration` vector steps; `evaluation_pending`: the evaluation due
+        there was left to the resumed run (a stop came first)."""
+        tick = time.perf_counter()
+        self.activity = ("writing a checkpoint", tick, None)
         members = self.layout.gather(state)  # every process takes part; process 0 writes
-        if not self.writer:
-            return
-        checkpoint.save(
-            self.checkpoint_dir,
-            members,
-            env_steps=chunk * self.schedule.chunk_env_steps,
-            metadata={
-                "chunk": chunk,
-                "elapsed_s": self.clocks.wall_s,
-                "train_s": self.clocks.train_s,
-                "compile_s": self.clocks.compile_s,
-                "config": config_to_dict(self.config),
-            },
-            keep=self.train.keep_checkpoints,
-        )
+        env_steps = iteration * self.schedule.num_envs
+        if self.writer:
+            checkpoint.save(
+                self.checkpoint_dir,
+                members,
+                env_steps=env_steps,
+                metadata={
+                    "chunk": iteration // self.schedule.iterations_per_chunk,
+                    "iterations": iteration,
+                    "evaluation_pending": evaluation_pending,
+                    "seconds_per_iteration": dict(self.seconds_per_iteration),
+                    "timing_device": jax.devices()[0].device_kind,
+                    "elapsed_s": self.clocks.wall_s,
+                    "train_s": self.clocks.train_s,
+                    "compile_s": self.clocks.compile_s,
+                    "config": config_to_dict(self.config),
+                },
+                keep=self.train.keep_checkpoints,
+            )
+        self.saved_env_steps, self.saved_train_s = env_steps, self.clocks.train_s
+        self.save_seconds = time.perf_counter() - tick
+        self.activity = ("between chunks", time.perf_counter(), 0.0)
 
     def _summary(self, status: str, message: str, elapsed: float, exit_code: int = ExitCode.FINISHED, error: str | None = None) -> None:
         """Writes summary.json (atomically); a failure to write it is reported, not raised, so it

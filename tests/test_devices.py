@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import signal
 import os
 import socket
 import subprocess
@@ -22,7 +23,7 @@ import numpy as np
 import pytest
 
 from mjx_pbac import config as run_config
-from mjx_pbac import devices, runner
+from mjx_pbac import checkpoint, devices, runner
 
 ROOT = Path(__file__).resolve().parents[1]
 TIMING = runner.TIMING_KEYS
@@ -69,7 +70,7 @@ def test_an_incomplete_or_malformed_process_environment_is_refused(environ, mess
 def test_one_process_joins_nothing():
     assert devices.initialize_distributed({}) is False
     assert devices.initialize_distributed({"SLURM_NTASKS": "1", "OMPI_COMM_WORLD_SIZE": "1"}) is False
-    assert devices.agreed_signal(15) == 15 and devices.agreed_signal(None) is None
+    assert devices.agree(15, 2.5) == (15, 2.5) and devices.agree(None, 0.0) == (None, 0.0)
     assert devices.broadcast_text("runs/x") == "runs/x"
 
 
@@ -80,16 +81,17 @@ def test_how_many_devices_a_run_uses():
     assert devices.devices_used(members=3, devices=0, available=8, processes=2) == 8  # every device of every process
 
 
-def test_the_processes_agree_on_a_stop_and_on_process_0s_text(monkeypatch):
+def test_the_processes_agree_on_a_stop_a_chunk_time_and_process_0s_text(monkeypatch):
     """As two processes see them (the collectives replaced by what they return): a signal on any
-    process stops all; process 0's text, any length and script, reaches the others whole."""
+    process stops all, and all size their chunks from the slowest one's time; process 0's text,
+    any length and script, reaches the others whole."""
     from jax.experimental import multihost_utils
 
     monkeypatch.setattr(devices.jax, "process_count", lambda: 2)
-    monkeypatch.setattr(multihost_utils, "process_allgather", lambda value: np.asarray([0, 15]))
-    assert devices.agreed_signal(None) == 15
-    monkeypatch.setattr(multihost_utils, "process_allgather", lambda value: np.asarray([0, 0]))
-    assert devices.agreed_signal(None) is None
+    monkeypatch.setattr(multihost_utils, "process_allgather", lambda value: np.asarray([[0, 1.5], [15, 3.25]]))
+    assert devices.agree(None, 1.5) == (15, 3.25)
+    monkeypatch.setattr(multihost_utils, "process_allgather", lambda value: np.asarray([[0, 0.5], [0, 0.25]]))
+    assert devices.agree(None, 0.25) == (None, 0.5)
     monkeypatch.setattr(multihost_utils, "broadcast_one_to_all", lambda data: data)
     for text in ("runs/chain-s0-20261127", "\0process 0: run directory exists, überall", ""):
         assert devices.broadcast_text(text) == text
@@ -275,3 +277,77 @@ def test_table_refuses_a_multi_process_launch(tmp_path):
     for code, err in _two_processes(["table", "--tasks", "chain", "--out", str(tmp_path / "table")], device_count=1, timeout=300):
         assert code == 2 and "train.py table runs in one process" in err, err[-2000:]
     assert not (tmp_path / "table").exists()
+
+
+def _start_two(args: list[str], device_count: int) -> list[subprocess.Popen]:
+    """`train.py args` started as processes 0 and 1 of a jax.distributed run (see `_two_processes`)."""
+    port = _free_port()
+    return [
+        subprocess.Popen(
+            [sys.executable, "train.py", *args],
+            env=_env(device_count, JAX_COORDINATOR_ADDRESS=f"127.0.0.1:{port}", JAX_NUM_PROCESSES="2", JAX_PROCESS_ID=str(index)),
+            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        )
+        for index in range(2)
+    ]
+
+
+def _signal_process_1_while_training(processes: list[subprocess.Popen], timeout: int = 300) -> tuple[list[tuple[int, str]], str]:
+    """Waits for process 0's progress line of a timed training chunk, sends SIGTERM to process 1
+    only, and returns ([(exit code, stderr)] per process, process 0's stderr before the signal)."""
+    seen = []
+    try:
+        for line in processes[0].stderr:
+            seen.append(line)
+            if "env steps/s" in line and "(warm-up)" not in line:
+                break
+        processes[1].send_signal(signal.SIGTERM)
+        outputs = [process.communicate(timeout=timeout) for process in processes]
+    finally:
+        for process in processes:
+            if process.poll() is None:
+                process.kill()
+    return [(process.returncode, err) for process, (_, err) in zip(processes, outputs)], "".join(seen)
+
+
+@pytest.mark.slow
+def test_a_sigterm_to_one_process_stops_every_process_together(tmp_path):
+    """SIGTERM to process 1 only of a two-process run: both processes stop after the same chunk
+    with exit 75 and one checkpoint. Resumed with no grace (--train.stop-grace-seconds 0), a
+    SIGTERM to process 1 stops both at once (143), process 0 saying why. Resumed in one process,
+    the run ends with the final state and evaluations of an uninterrupted run."""
+    shared = tmp_path / "shared"
+    args = ["--profile", "chain", "--seeds", "6", "--train.chunk-steps", "500", "--train.warmup-steps", "500",
+            "--train.eval-interval", "1000", "--train.checkpoint-interval", "1000000", "--train.total-steps", "1000000"]
+    results, before = _signal_process_1_while_training(_start_two([*args, "--train.run-dir", str(shared)], device_count=2))
+    assert [code for code, _ in results] == [75, 75], [err[-2000:] for _, err in results]
+    summary = json.loads((shared / "summary.json").read_text())
+    stopped_at = summary["env_steps"]
+    assert summary["status"] == "interrupted" and "interrupted by SIGTERM" in summary["message"]
+    assert [p.name for p in (shared / "checkpoints").iterdir()] == [f"step_{stopped_at:09d}.npz"]
+    assert "stopped: interrupted by SIGTERM" in results[0][1]
+
+    results, _ = _signal_process_1_while_training(
+        _start_two(["--resume", str(shared), "--train.stop-grace-seconds", "0"], device_count=2)
+    )
+    assert [code for code, _ in results] == [143, 143], [err[-2000:] for _, err in results]
+    summary = json.loads((shared / "summary.json").read_text())
+    assert summary["status"] == "interrupted" and summary["exit_code"] == 143
+    assert summary["message"].startswith("process 1 stopped at once by SIGTERM after ")
+    assert "the run has no grace (--train.stop-grace-seconds 0)" in summary["message"]
+
+    end = -(-stopped_at // 1000) * 1000 + 1000
+    resumed = subprocess.run(
+        [sys.executable, "train.py", "--resume", str(shared), "--train.total-steps", str(end), "--train.progress", "False"],
+        env=_env(4), cwd=ROOT, capture_output=True, text=True, timeout=600,
+    )
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    one = tmp_path / "one"
+    uninterrupted = subprocess.run(
+        [sys.executable, "train.py", *args[:-1], str(end), "--train.run-dir", str(one), "--train.progress", "False"],
+        env=_env(4), cwd=ROOT, capture_output=True, text=True, timeout=600,
+    )
+    assert uninterrupted.returncode == 0, uninterrupted.stderr[-3000:]
+    with np.load(checkpoint.latest(shared / "checkpoints")) as a, np.load(checkpoint.latest(one / "checkpoints")) as b:
+        assert all(np.array_equal(a[k], b[k]) for k in a.files if k.startswith("leaf_"))
+    assert _records(shared, "eval.jsonl") == _records(one, "eval.jsonl")

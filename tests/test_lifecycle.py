@@ -146,39 +146,77 @@ def test_sigterm_checkpoints_after_the_chunk_and_exits_75(tmp_path, monkeypatch,
         np.testing.assert_array_equal(resumed[name], reference[name], err_msg=name)
 
 
-@pytest.mark.slow
-def test_a_second_sigterm_stops_at_once_during_a_long_chunk(tmp_path):
-    """The process is stuck in a 'chunk' (a 300 s sleep): the first SIGTERM asks for a stop after
-    it, the second ends the process at once with 143 and status interrupted."""
-    run_dir = tmp_path / "stuck"
+def _stuck_run(run_dir: Path, first_sleep: float, then_sleep: float, *flags: str) -> subprocess.Popen:
+    """A chain run in a child process whose training chunks are replaced: the first sleeps
+    `first_sleep` s (then trains), every later one prints "in chunk" and sleeps `then_sleep` s.
+    Chunks are never split (chunk_seconds 0), so every training chunk is the replaced one."""
     script = textwrap.dedent(f"""
-        import sys, time
+        import dataclasses, sys, time
         sys.path.insert(0, {str(ROOT)!r})
-        import train
         from mjx_pbac import runner
         from tests.test_runner import _tiny_chain
         real = runner.build
         def build(config, donate=True):
             built = real(config, donate)
+            calls = []
             def train_chunk(state):
+                calls.append(1)
+                if len(calls) == 1:
+                    time.sleep({first_sleep})
+                    return built.trainer.train_chunk(state)
                 print("in chunk", flush=True)
-                time.sleep(300)
+                time.sleep({then_sleep})
             return built._replace(trainer=built.trainer._replace(train_chunk=train_chunk))
         runner.build = build
-        runner.train(_tiny_chain({str(run_dir)!r}), profile="chain")
+        config = _tiny_chain({str(run_dir)!r})
+        config = dataclasses.replace(config, train=dataclasses.replace(config.train, chunk_seconds=0.0, {", ".join(flags)}))
+        runner.train(config, profile="chain")
     """)
-    process = subprocess.Popen([sys.executable, "-c", script], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    assert process.stdout.readline().strip() == "in chunk"
-    process.send_signal(signal.SIGTERM)
+    return subprocess.Popen([sys.executable, "-c", script], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+@pytest.mark.slow
+def test_a_second_sigterm_stops_at_once_during_a_long_chunk(tmp_path):
+    """The first training chunk took 3 s; the second hangs (a 300 s sleep). A SIGTERM a second
+    into it is within the grace (about 2 s left): it asks for a stop after the chunk; the second
+    ends the process at once with 143 and status interrupted."""
+    run_dir = tmp_path / "stuck"
+    process = _stuck_run(run_dir, 3.0, 300.0, "stop_grace_seconds=20.0")
+    assert process.stdout.readline().strip() == "in chunk", process.communicate()
     time.sleep(1.0)
+    process.send_signal(signal.SIGTERM)
+    time.sleep(0.5)
     assert process.poll() is None  # the first only asks
     process.send_signal(signal.SIGTERM)
     code = process.wait(timeout=30)
-    assert code == 128 + signal.SIGTERM, process.stderr.read()
+    err = process.stderr.read()
+    assert code == 128 + signal.SIGTERM, err
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["status"] == "interrupted" and summary["exit_code"] == 143
-    assert "stopped at once by a second SIGTERM after 1,000 env steps" in summary["message"]
-    assert "step_000001000.npz" in summary["message"]
+    assert "stopped at once by a second SIGTERM after 2,000 env steps" in summary["message"]
+    assert "checkpoint step_000002000.npz is kept" in summary["message"]
+    assert not lifecycle.is_locked(run_dir)
+
+
+@pytest.mark.slow
+def test_a_sigterm_during_a_chunk_that_outlasts_the_grace_stops_at_once(tmp_path):
+    """The first training chunk took 6 s, so the second is expected to take as long; a SIGTERM
+    a second into it, with a grace of 2 s, cannot wait for it: the run stops at once (143), says
+    why and what was lost, and keeps its newest checkpoint, from which it resumes."""
+    run_dir = tmp_path / "graceless"
+    process = _stuck_run(run_dir, 6.0, 300.0, "stop_grace_seconds=2.0")
+    assert process.stdout.readline().strip() == "in chunk", process.communicate()
+    time.sleep(1.0)
+    signalled = time.perf_counter()
+    process.send_signal(signal.SIGTERM)
+    code = process.wait(timeout=30)
+    assert time.perf_counter() - signalled < 5.0
+    assert code == 128 + signal.SIGTERM, process.stderr.read()
+    message = json.loads((run_dir / "summary.json").read_text())["message"]
+    assert "stopped at once by SIGTERM after 2,000 env steps: it came while running a chunk" in message
+    assert "beyond the 2 s grace (--train.stop-grace-seconds)" in message
+    assert "the chunk in progress were lost (checkpoint step_000002000.npz is kept)" in message
+    assert checkpoint.latest(run_dir / "checkpoints").name == "step_000002000.npz"
     assert not lifecycle.is_locked(run_dir)
 
 

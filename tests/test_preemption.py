@@ -1,0 +1,190 @@
+"""Chunks bounded in wall time and stops within a grace period (`TrainConfig.chunk_seconds`,
+`TrainConfig.stop_grace_seconds`): the lengths a chunk may be split into, the state's
+bit-identity under any split, a real SIGTERM to a run whose chunks were split (exit 75 within the
+grace, resumed bit-exactly), and the one-line warnings on edge values.
+
+The two-process stop (SIGTERM to one process of a jax.distributed run) is in test_devices."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+
+from mjx_pbac import checkpoint, runner
+from mjx_pbac.config import Schedule, TrainConfig, edge_warnings, load_profile
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _schedule(**train) -> Schedule:
+    return Schedule.of(TrainConfig(**train))
+
+
+# -- lengths ----------------------------------------------------------------------------------
+
+
+def test_a_chunk_splits_into_divisors_of_at_least_two_iterations():
+    assert _schedule(chunk_steps=12).lengths() == (2, 3, 4, 6, 12)
+    assert _schedule(chunk_steps=1_000, num_envs=4, buffer_size=1_000).lengths() == (2, 5, 10, 25, 50, 125, 250)
+    assert _schedule(chunk_steps=13).lengths() == (13,)  # a prime cannot be split
+    assert _schedule(chunk_steps=2).lengths() == (2,)
+    assert _schedule(chunk_steps=1, total_steps=20_000).lengths() == (1,)
+
+
+def test_the_split_is_the_longest_length_expected_within_the_target():
+    schedule = _schedule(chunk_steps=1_000)
+    assert schedule.split(1_000, None, 10.0) == 1_000  # not timed yet: whole
+    assert schedule.split(1_000, 0.2, 0.0) == 1_000  # chunk_seconds 0: whole
+    assert schedule.split(1_000, 0.005, 10.0) == 1_000  # 5 s: fits
+    assert schedule.split(1_000, 0.2, 10.0) == 50  # 50 x 0.2 s = 10 s
+    assert schedule.split(1_000, 0.3, 10.0) == 25  # 40 does not divide 1,000 ... 25 does
+    assert schedule.split(1_000, 60.0, 10.0) == 2  # nothing fits: the shortest
+    # 600 iterations left of a chunk split in 200s before (a resume that measures a new pace)
+    assert schedule.split(600, 0.1, 10.0) == 100
+    assert schedule.split(600, 0.02, 10.0) == 200  # 500 and 1,000 do not divide 600
+
+
+# -- warnings -----------------------------------------------------------------------------------
+
+
+def test_edge_values_are_warned_in_one_line_each():
+    issue = TrainConfig(env="chain", batch_size=100_000, buffer_size=2_000, total_steps=2_000, warmup_steps=1_000)
+    lines = edge_warnings(issue, Schedule.of(issue))
+    assert len(lines) == 2 and all("\n" not in line for line in lines)
+    assert lines[0].startswith("batch_size 100,000 is larger than buffer_size 2,000") and "50 times" in lines[0]
+    assert "larger than the warm-up" in lines[1] and "1,000 transitions of the warm-up" in lines[1]
+    assert "warmup_steps" in lines[1]
+    long = TrainConfig(chunk_steps=5_000, total_steps=3_000, warmup_steps=0)
+    (line,) = [w for w in edge_warnings(long, Schedule.of(long)) if "chunk_steps" in w]
+    assert line.startswith("chunk_steps 5,000 is longer than total_steps 3,000") and "5,000 env steps" in line
+    prime = TrainConfig(chunk_steps=997)
+    assert any("cannot be split" in w for w in edge_warnings(prime, Schedule.of(prime)))
+    assert not any("cannot be split" in w for w in edge_warnings(dataclasses.replace(prime, chunk_seconds=0.0), Schedule.of(prime)))
+
+
+@pytest.mark.parametrize("name", ["chain", "quickstart", "ant_delayed", "ant_delayed_fast", "mw_reach"])
+def test_the_shipped_profiles_raise_no_warning(name):
+    train = load_profile(name).train
+    assert edge_warnings(train, Schedule.of(train)) == []
+
+
+# -- the state under any split --------------------------------------------------------------------
+
+
+def _key_data(tree):
+    return jax.tree.map(lambda x: jax.random.key_data(x) if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key) else x, tree)
+
+
+def test_the_state_is_bit_identical_however_a_chunk_is_split():
+    """Two chain members, a 20-iteration training chunk run whole and as ten of 2 (the shortest):
+    the training state after it is equal to the bit (a split changes only the metrics' grain)."""
+    base = load_profile("chain")
+    config = dataclasses.replace(base, train=dataclasses.replace(
+        base.train, num_seeds=2, total_steps=200, warmup_steps=100, chunk_steps=20, batch_size=16, progress=False,
+    ))
+    built = runner.build(config, donate=False)
+    trainer = built.trainer
+    warm = built.init_state()
+    for _ in range(5):
+        warm, _ = trainer.warmup_chunk(warm)
+
+    def after(lengths):
+        state = warm
+        for length in lengths:
+            state, _ = trainer.chunk_program("train", length)(state)
+        return jax.device_get(_key_data(state))
+
+    whole = jax.tree.leaves(after([20]))
+    for lengths in ([2] * 10,):
+        split = jax.tree.leaves(after(lengths))
+        assert len(split) == len(whole)
+        for a, b in zip(whole, split):
+            np.testing.assert_array_equal(a, b, err_msg=str(lengths))
+    assert trainer.chunk_program("train", 20) is trainer.train_chunk
+    with pytest.raises(ValueError, match="a chunk holds 1..20 iterations, got 21"):
+        trainer.chunk_program("train", 21)
+
+
+# -- a real SIGTERM ---------------------------------------------------------------------------------
+
+
+def _command(run_dir: Path, *extra: str) -> list[str]:
+    return [
+        sys.executable, "train.py", "--profile", "chain", "--seeds", "2", "--train.batch-size", "2048",
+        "--train.chunk-steps", "500", "--train.warmup-steps", "500", "--train.eval-interval", "1000",
+        "--train.checkpoint-interval", "100000",
+        "--train.run-dir", str(run_dir), *extra,
+    ]
+
+
+def _leaves(path: Path) -> dict[str, np.ndarray]:
+    with np.load(path) as stored:
+        return {k: stored[k] for k in stored.files if k.startswith("leaf_")}
+
+
+def _records(path: Path) -> list[dict]:
+    return [
+        {k: v for k, v in json.loads(line).items() if k not in runner.TIMING_KEYS}
+        for line in path.read_text().splitlines()
+    ]
+
+
+@pytest.mark.slow
+def test_a_sigterm_to_a_run_of_split_chunks_stops_within_the_grace_and_resumes_bit_exactly(tmp_path):
+    """A chain run whose 500-step training chunks take seconds (2,048-transition minibatches)
+    with a 1 s chunk target runs them split. A SIGTERM once split chunks run ends it within the
+    grace plus a few seconds, with exit 75 and a checkpoint between two boundaries of the
+    schedule (not on the 500-step grid); resumed, it ends where an uninterrupted run ends,
+    with equal final states and evaluations."""
+    run_dir = tmp_path / "stopped"
+    process = subprocess.Popen(
+        _command(run_dir, "--train.total-steps", "20000", "--train.chunk-seconds", "1", "--train.stop-grace-seconds", "10"),
+        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )
+    lines = []
+    for line in process.stderr:  # progress lines (one per chunk run, stderr is not a tty)
+        lines.append(line)
+        if "compiled the training chunk of" in line:
+            break
+    assert any("compiled the training chunk of" in line for line in lines), "".join(lines)
+    signalled = time.perf_counter()
+    process.send_signal(signal.SIGTERM)
+    rest = process.stderr.read()
+    code = process.wait(timeout=120)
+    took = time.perf_counter() - signalled
+    assert code == 75, "".join(lines) + rest
+    assert took < 10 + 5, took
+    summary = json.loads((run_dir / "summary.json").read_text())
+    stopped_at = summary["env_steps"]
+    assert summary["status"] == "interrupted" and 1_000 < stopped_at < 20_000 and stopped_at % 500, summary
+    assert checkpoint.latest(run_dir / "checkpoints").name == f"step_{stopped_at:09d}.npz"
+    split = [r["env_steps"] for r in _records(run_dir / "metrics.jsonl") if r["env_steps"] > 1_000]
+    assert split and any(steps % 500 for steps in split)  # chunks between the grid's boundaries
+
+    end = -(-stopped_at // 1_000) * 1_000 + 1_000  # an evaluation boundary past the stop
+    resumed = subprocess.run(
+        [sys.executable, "train.py", "--resume", str(run_dir), "--train.total-steps", str(end), "--train.progress", "False"],
+        cwd=ROOT, capture_output=True, text=True, timeout=600,
+    )
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    reference_dir = tmp_path / "reference"
+    reference = subprocess.run(
+        _command(reference_dir, "--train.total-steps", str(end), "--train.chunk-seconds", "0", "--train.progress", "False"),
+        cwd=ROOT, capture_output=True, text=True, timeout=600,
+    )
+    assert reference.returncode == 0, reference.stderr[-3000:]
+    a = _leaves(checkpoint.latest(run_dir / "checkpoints"))
+    b = _leaves(checkpoint.latest(reference_dir / "checkpoints"))
+    assert a.keys() == b.keys()
+    for name in a:
+        np.testing.assert_array_equal(a[name], b[name], err_msg=name)
+    assert _records(run_dir / "eval.jsonl") == _records(reference_dir / "eval.jsonl")

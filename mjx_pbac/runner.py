@@ -481,7 +481,9 @@ class _Run:
         read by the signal watcher to decide whether a stop fits the grace period."""
         self.saved_env_steps = 0
         """Env steps of the newest checkpoint this run has (what a stop at once keeps)."""
-        self.saved_train_s = 0.0
+        self.unsaved_s = 0.0
+        """Seconds of training chunks since the newest checkpoint, agreed over the processes (so
+        all decide alike whether to checkpoint before a compile)."""
         self.save_seconds: float | None = None
         """How long the last checkpoint took to write."""
         self.eval_seconds: float | None = None
@@ -510,7 +512,7 @@ class _Run:
         if what == "writing a checkpoint":
             return 0.0
         elapsed = time.perf_counter() - since
-        if expected is None or elapsed > 2 * expected + 1.0:  # not timed yet, or far overdue: not known
+        if expected is None or elapsed > 2 * expected + 5.0:  # not timed yet, or far overdue: not known
             return None
         write = self.save_seconds if self.save_seconds is not None else 0.0
         return max(0.0, expected - elapsed) + write
@@ -597,7 +599,6 @@ class _Run:
                     state, iteration, evaluated = self._restore(state)
                     self._summary("running", "", self.clocks.wall_s)
                 self.env_steps = self.saved_env_steps = iteration * self.schedule.num_envs
-                self.saved_train_s = self.clocks.train_s
                 logger = (
                     RunLogger(self.run_dir, self.members, self.train.tensorboard, purge_step=(self.env_steps + 1) if iteration else None)
                     if self.writer else NullLogger()
@@ -760,6 +761,7 @@ class _Run:
             self.env_steps = env_steps = iteration * schedule.num_envs
             requested, seconds = devices.agree(stop.requested, seconds)  # every process: same stop, same sizes
             self._timed(kind, length, seconds)
+            self.unsaved_s += seconds
             last = iteration == total
             pending = self._evaluation_due(iteration) and requested is not None and not last
             if self._evaluation_due(iteration) and not pending:
@@ -923,7 +925,7 @@ class _Run:
         the run at once (`_on_first_signal`), and loses no more than that."""
         if self.env_steps == self.saved_env_steps or iteration == 0:
             return
-        if self.clocks.train_s - self.saved_train_s > self.train.stop_grace_seconds:
+        if self.unsaved_s > self.train.stop_grace_seconds:
             self._save(state, iteration, evaluation_pending=False)
 
     @staticmethod
@@ -1017,7 +1019,7 @@ class _Run:
                 },
                 keep=self.train.keep_checkpoints,
             )
-        self.saved_env_steps, self.saved_train_s = env_steps, self.clocks.train_s
+        self.saved_env_steps, self.unsaved_s = env_steps, 0.0
         self.save_seconds = time.perf_counter() - tick
         self.activity = ("between chunks", time.perf_counter(), 0.0)
 

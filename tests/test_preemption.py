@@ -188,3 +188,16 @@ def test_a_sigterm_to_a_run_of_split_chunks_stops_within_the_grace_and_resumes_b
     for name in a:
         np.testing.assert_array_equal(a[name], b[name], err_msg=name)
     assert _records(run_dir / "eval.jsonl") == _records(reference_dir / "eval.jsonl")
+
+
+def test_profile_refuses_split_lengths_that_do_not_split_the_measured_chunk(capsys):
+    """`profile --split-lengths` takes divisors of the measured chunk only (checked before any
+    compile): 3 does not divide 20 vector steps."""
+    import train as cli
+
+    code = cli.run(["profile", "--profile", "chain", "--split-lengths", "3", "10"])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    (line,) = [line for line in err.splitlines() if line.startswith("error: ")]
+    assert "--split-lengths 3 do not split the measured chunk of 20 vector steps" in line
+    assert "choose from 2, 4, 5, 10" in line

@@ -1066,6 +1066,7 @@ class _Run:
         if status == "running":
             summary.update(pid=os.getpid(), started=datetime.now().isoformat(timespec="seconds"))
         try:
-            write_json(self.run_dir / "summary.json", summary)
+            with self._summary_lock:  # the signal watcher may write it too (a stop at once)
+                write_json(self.run_dir / "summary.json", summary)
         except OSError as write_error:
             print(f"warning: could not write {self.run_dir / 'summary.json'} ({write_error.strerror}); status {status}", file=sys.stderr)

@@ -49,8 +49,9 @@ import tempfile
 import textwrap
 import traceback
 import typing
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from mjx_pbac import cli
 from mjx_pbac.config import RunConfig

@@ -106,7 +106,7 @@ def playground_next(name: str, states: States, actions: np.ndarray):
     def step(qpos, qvel, target, action):
         data = template.data.replace(qpos=qpos, qvel=qvel)
         if target is not None:
-            mocap = env._target_mocap_body_id  # noqa: SLF001 - Playground keeps reacher's target in a mocap body
+            mocap = env._target_mocap_body_id  # private: Playground keeps reacher's target in a mocap body
             data = data.replace(mocap_pos=data.mocap_pos.at[mocap, :2].set(target))
         data = mjx.forward(env.mjx_model, data)
         state = env.step(template.replace(data=data), action)
@@ -169,15 +169,15 @@ def main() -> None:
         expected_obs, expected_reward = dm_next(name, states, actions)
         row = {}
         ports = {
-            "ours": (ours_next, lambda: make_ours(name)),
-            "ours_fast": (lambda *a: ours_next(*a, fast=True), lambda: make_ours(name, fast=True)),
-            "playground": (playground_next, lambda: playground_env(name)),
+            "ours": (ours_next, lambda: make_ours(name)),  # noqa: B023 - called in this iteration
+            "ours_fast": (lambda *a: ours_next(*a, fast=True), lambda: make_ours(name, fast=True)),  # noqa: B023 - called in this iteration
+            "playground": (playground_next, lambda: playground_env(name)),  # noqa: B023 - called in this iteration
         }
         for port in args.ports:
             next_fn, make = ports[port]
             try:
                 obs, reward = next_fn(name, states, actions)
-            except Exception as error:  # e.g. a Playground task that no longer builds on this mujoco
+            except Exception as error:  # noqa: BLE001 - e.g. a Playground task that no longer builds on this mujoco
                 row[port] = {"error": f"{type(error).__name__}: {error}"}
                 print(name, port, row[port], flush=True)
                 continue

@@ -28,11 +28,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import jax  # noqa: E402
+import jax
 
-import envs  # noqa: E402
-from mjx_pbac.hlo import program_stats  # noqa: E402
-from mjx_pbac.runner import device_description  # noqa: E402
+import envs
+from mjx_pbac.hlo import program_stats
+from mjx_pbac.runner import device_description
 
 VARIANTS = {
     "default": ({}, True),

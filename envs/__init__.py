@@ -23,8 +23,7 @@ from envs.chain import ChainConfig, ContinuousChain  # noqa: E402
 from envs.deep_chain import DeepChain, DeepChainConfig  # noqa: E402
 from envs.dm_control import BallInCupCatch, CartpoleSwingupSparse, DMControlConfig, ReacherHard  # noqa: E402
 from envs.locomotion import Ant, Hopper, Humanoid, LocomotionConfig  # noqa: E402
-from envs.metaworld import TASKS as _METAWORLD_TASKS  # noqa: E402
-from envs.metaworld import MetaWorldConfig  # noqa: E402
+from envs.metaworld import TASKS as _METAWORLD_TASKS, MetaWorldConfig  # noqa: E402
 from envs.registry import config_of, describe, make, make_family, register, register_family, registered_names  # noqa: E402
 from envs.wrappers import BatchedEnv, EpisodeAutoReset, wrap_for_training  # noqa: E402
 
@@ -62,6 +61,7 @@ __all__ = [
     "BatchedEnv",
     "ChainConfig",
     "ContinuousChain",
+    "DMControlConfig",
     "DeepChain",
     "DeepChainConfig",
     "Env",

@@ -30,7 +30,7 @@ from mujoco import mjx
 
 from envs import mjx_solver
 
-__all__ = ["Env", "State", "MjxEnv", "PhysicsConfig"]
+__all__ = ["Env", "MjxEnv", "PhysicsConfig", "State"]
 
 _INTEGRATORS = {
     "euler": mujoco.mjtIntegrator.mjINT_EULER,

@@ -16,7 +16,8 @@ import platform
 import resource
 import statistics
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import jax
 import mujoco
@@ -166,7 +167,7 @@ def run_benchmark(
         for num_envs in cfg.num_envs:
             try:
                 row = time_mjx(name, num_envs, cfg)
-            except Exception as error:  # noqa: BLE001 - an OOM ends this env's sweep, not the run
+            except Exception as error:  # an OOM ends this env's sweep, not the run
                 if not _is_out_of_memory(error):
                     raise
                 report["mjx"].append({"env": name, "num_envs": num_envs, "error": "out of memory"})

@@ -58,7 +58,7 @@ from flax import struct
 
 from envs.chain import ChainConfig, ContinuousChain
 
-__all__ = ["DeepChainConfig", "DeepChainTask", "DeepChain", "REACH_POLICIES"]
+__all__ = ["REACH_POLICIES", "DeepChain", "DeepChainConfig", "DeepChainTask"]
 
 REACH_POLICIES = ("random_sign", "constant", "committed_random")
 """The reference policies of `DeepChain.reach_probability`."""
@@ -189,7 +189,7 @@ class DeepChain(ContinuousChain):
         """This env's length (from its config) as a float32 array."""
         return DeepChainTask(length=jp.asarray(self.config.length, jp.float32))
 
-    def with_task(self, task: DeepChainTask) -> "DeepChain":
+    def with_task(self, task: DeepChainTask) -> DeepChain:
         """This env (same maze) with the length of `task`, which may be traced, e.g. one member's
         of a vmapped program: it bounds the position and places the goal zone [L - rho_g, L]."""
         env = copy.copy(self)

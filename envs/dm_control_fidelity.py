@@ -163,7 +163,7 @@ def one_step_deviation(env, name: str, num_states: int = 20, seed: int = 0, stri
     for i in starts:
         set_dm_state(physics, rollout.states, i)
         physics.set_control(rollout.actions[i + 1])
-        for _ in range(env._frame_skip):  # noqa: SLF001 - C MuJoCo steps, as DM Control's env does
+        for _ in range(env._frame_skip):  # private: C MuJoCo steps, as DM Control's env does
             physics.step()
         expected_qpos.append(physics.data.qpos.copy())
         expected_qvel.append(physics.data.qvel.copy())

@@ -122,7 +122,7 @@ class MjxVectorEnv(VectorEnv):
     from `np_random`, which `reset(seed=s)` reseeds, so a seed fixes every later episode too.
     """
 
-    metadata: dict[str, Any] = {"autoreset_mode": AutoresetMode.SAME_STEP, "render_modes": []}
+    metadata: dict[str, Any] = {"autoreset_mode": AutoresetMode.SAME_STEP, "render_modes": []}  # noqa: RUF012 - Gymnasium's class-level default, copied per instance
 
     def __init__(
         self,

@@ -140,7 +140,7 @@ class Locomotion(MjxEnv):
             forward_reward_weight=value(cfg.forward_reward_weight),
         )
 
-    def with_task(self, task: LocomotionTask) -> "Locomotion":
+    def with_task(self, task: LocomotionTask) -> Locomotion:
         """This env (same model, same physics) with the reward constants `task`, which may be
         traced values, e.g. one member's of a vmapped program."""
         env = copy.copy(self)

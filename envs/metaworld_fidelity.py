@@ -37,8 +37,7 @@ import numpy as np
 from mujoco import mjx
 from scipy import stats
 
-from envs import metaworld as mw
-from envs import metaworld_reference as reference
+from envs import metaworld as mw, metaworld_reference as reference
 from envs.base import State
 
 BATCH = 50
@@ -116,7 +115,7 @@ def semantics(env: mw.MetaWorldTask, rec: dict[str, np.ndarray]) -> dict[str, An
     obs_error = np.abs(np.asarray(obs, np.float64) - rec["next_obs"])
     success = np.asarray(success, np.float64)
     return {
-        "states": int(len(index)),
+        "states": len(index),
         "obs_max_abs_error": float(obs_error.max()),
         "obs_worst_coordinate": int(obs_error.max(axis=0).argmax()),
         "success_agreement": float(np.mean(success == rec["success"])),
@@ -161,7 +160,7 @@ def reset_distribution(env: mw.MetaWorldTask, resets: dict[str, np.ndarray], see
     fixed_error = float(np.max(np.abs(ours[:, fixed] - theirs[:, fixed]))) if fixed else 0.0
     worst = min(tests, key=lambda i: tests[i].pvalue) if tests else None
     return {
-        "resets": int(len(theirs)),
+        "resets": len(theirs),
         "varying_coordinates": varying,
         "min_p_value": float(tests[worst].pvalue) if tests else 1.0,
         "min_p_value_bonferroni": float(min(1.0, tests[worst].pvalue * len(tests))) if tests else 1.0,
@@ -194,7 +193,7 @@ def one_step(env: mw.MetaWorldTask, rec: dict[str, np.ndarray], count: int = 400
         return {"median": float(np.median(values)), "p99": float(np.quantile(values, 0.99)), "max": float(np.max(values))}
 
     return {
-        "states": int(len(index)),
+        "states": len(index),
         "arm_joint_rad": summary(arm.max(axis=1)),
         "hand_m": summary(hand),
         "object_m": summary(obj),
@@ -220,7 +219,7 @@ def c_one_step(env: mw.MetaWorldTask, rec: dict[str, np.ndarray], count: int = 4
     def summary(values):
         return {"median": float(np.median(values)), "p99": float(np.quantile(values, 0.99)), "max": float(np.max(values))}
 
-    return {"states": int(len(index)), "arm_joint_rad": summary(arm), "hand_m": summary(hand), "object_m": summary(obj)}
+    return {"states": len(index), "arm_joint_rad": summary(arm), "hand_m": summary(hand), "object_m": summary(obj)}
 
 
 def cone_effect(env: mw.MetaWorldTask, episodes: int = 100, seed: int = 0) -> dict[str, Any]:

@@ -91,7 +91,7 @@ the bar; MJX then drops the contact and the hand passes through it (window-close
 policy reopened the window in 3 of 4 episodes). Box-box and box-mesh use MJX's separating-axis
 colliders, which keep deep contacts (README "Meta-World", `docs/metaworld/closed_loop_cpu.json`)."""
 
-STAND_IN_KINDS: dict[str, str] = {rel: "box" for rel in STAND_INS}
+STAND_IN_KINDS: dict[str, str] = dict.fromkeys(STAND_INS, "box")
 """Per model file, the stand-in shape: "box" (half-sizes r, r, h: the cylinder's bounding box,
 touching it along the geom's local x and y axes) or "prism" (`PRISM_SIDES`-gon prism mesh,
 vertices on the cylinder). Boxes everywhere: MJX's `put_model` refuses the prism, because
@@ -488,12 +488,13 @@ def _traced_files(xml_path: str, root: str) -> list[str]:
             ["strace", "-f", "-e", "trace=openat", "-o", trace.name, sys.executable, "-c", code], check=True
         )
         files = set()
-        for line in open(trace.name, encoding="utf-8", errors="replace"):
-            if "ENOENT" in line or '"' not in line:
-                continue
-            path = os.path.realpath(line.split('"')[1])
-            if path.startswith(os.path.realpath(root) + os.sep) and os.path.isfile(path):
-                files.add(os.path.relpath(path, os.path.realpath(root)))
+        with open(trace.name, encoding="utf-8", errors="replace") as lines:
+            for line in lines:
+                if "ENOENT" in line or '"' not in line:
+                    continue
+                path = os.path.realpath(line.split('"')[1])
+                if path.startswith(os.path.realpath(root) + os.sep) and os.path.isfile(path):
+                    files.add(os.path.relpath(path, os.path.realpath(root)))
     return sorted(files)
 
 
@@ -642,7 +643,7 @@ def contact_candidates(model: mujoco.MjModel) -> int:
     `mjx.make_data(mjx.put_model(model)).contact`); no jit, no device transfer."""
     from mujoco.mjx._src import collision_driver
 
-    return int(len(collision_driver.make_condim(model)))
+    return len(collision_driver.make_condim(model))
 
 
 # -- measurement (C MuJoCo, Meta-World's own envs; `python -m envs.metaworld_model --measure`) ------
@@ -826,7 +827,7 @@ def measure(tasks=tuple(TASK_FILES), out_path: str | None = None) -> dict:
         pruned = load_model(task)
         entry = {
             "file": rel,
-            "stand_ins": {lab: STAND_IN_KINDS[rel] for lab in STAND_INS[rel]},
+            "stand_ins": dict.fromkeys(STAND_INS[rel], STAND_IN_KINDS[rel]),
             "pairs": {
                 "original": len(candidate_pairs(original)),
                 "stand_ins": len(candidate_pairs(model)),

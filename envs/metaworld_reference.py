@@ -41,12 +41,12 @@ import platform
 import sys
 import time
 import warnings
-from typing import Any, Sequence
-
-import mujoco
-import numpy as np
+from collections.abc import Sequence
+from typing import Any
 
 import metaworld
+import mujoco
+import numpy as np
 from metaworld import policies as _mw_policies
 from metaworld.env_dict import ALL_V3_ENVIRONMENTS
 from metaworld.sawyer_xyz_env import SawyerXYZEnv
@@ -241,7 +241,7 @@ def _versions() -> dict[str, str]:
         from importlib.metadata import version
 
         mw_version = version("metaworld")
-    except Exception:  # pragma: no cover
+    except Exception:  # noqa: BLE001 - any failure: the module's own attribute  # pragma: no cover
         mw_version = getattr(metaworld, "__version__", "unknown")
     return {
         "mujoco_version": mujoco.__version__,
@@ -262,7 +262,7 @@ def _meta(task: str, policy: str, seed: int, **extra) -> dict[str, Any]:
         "eq_patch": eq_patch_needed(),
         "partially_observable": True,
         "freeze_rand_vec": False,
-        "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "created": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "host": platform.node(),
         **_versions(),
     }
@@ -342,7 +342,7 @@ def record(
     for e, kind in enumerate(kinds):
         obs = _reset(env, ep)
         any_success, success = False, False
-        for t in range(steps_per_episode):
+        for _ in range(steps_per_episode):
             action = _action(kind, env, pol, obs, rng, noise)
             pre = _data_state(env)
             prev_obs = np.array(env._prev_obs, dtype=np.float64)
@@ -449,7 +449,7 @@ def replay_step(env: SawyerXYZEnv, rec: dict[str, np.ndarray], i: int) -> dict[s
     """restore(env, rec, i), then env.step(recorded action).  Returns the same
     next_* keys as the record (compare with ``np.array_equal``)."""
     restore(env, rec, i)
-    obs, reward, terminated, truncated, info = env.step(np.asarray(rec["action"][i], dtype=np.float32))
+    obs, reward, _terminated, truncated, info = env.step(np.asarray(rec["action"][i], dtype=np.float32))
     post = {"next_" + k: v for k, v in _data_state(env).items()}
     post.update(
         next_obs=np.asarray(obs, dtype=np.float64),

@@ -20,7 +20,8 @@ checked on use (as `envs.mjx_solver` does).
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import jax
 import mujoco

@@ -25,7 +25,7 @@ Mesh pairs cannot have margins in MJX (`put_model` refuses them), so only box-bo
 from __future__ import annotations
 
 import contextlib
-from typing import Iterator
+from collections.abc import Iterator
 
 import jax.numpy as jp
 import mujoco

@@ -21,13 +21,13 @@ These reach into MJX's private solver module, so the pinned version is checked o
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import jax
 import jax.numpy as jp
 import mujoco
-from mujoco.mjx._src import math as mjx_math
-from mujoco.mjx._src import solver as mjx_solver
+from mujoco.mjx._src import math as mjx_math, solver as mjx_solver
 from mujoco.mjx._src.types import DisableBit, SolverType
 
 PINNED_MUJOCO = "3.17.0"

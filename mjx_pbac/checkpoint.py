@@ -20,8 +20,9 @@ import os
 import re
 import zipfile
 import zlib
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import jax
 import numpy as np

@@ -34,9 +34,6 @@ from mjx_pbac.schema import INT32_MAX, check_numbers, coerce, not_finite, requir
 
 PROFILES_DIR = Path(__file__).resolve().parent.parent / "profiles"
 
-INT32_MAX = 2**31 - 1
-"""The largest seed, size or counter the device holds: seeds, shapes and step counters are int32."""
-
 
 Platform = Literal["auto", "cpu", "gpu", "tpu"]
 """Where a command computes (`TrainConfig.platform`, bench-env's --platform; `mjx_pbac.devices.use_platform`)."""
@@ -225,7 +222,7 @@ class Schedule:
     checkpoint_every_chunks: int
 
     @classmethod
-    def of(cls, train: TrainConfig) -> "Schedule":
+    def of(cls, train: TrainConfig) -> Schedule:
         iterations = -(-train.chunk_steps // train.num_envs)
         chunk = iterations * train.num_envs
         num_chunks = -(-train.total_steps // chunk)

@@ -32,7 +32,8 @@ import os
 import threading
 import time
 import typing
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import jax
 import numpy as np
@@ -322,7 +323,7 @@ def watch_stop_now(on_stop: Callable[[str], None], every: float = STOP_NOW_POLL_
         while not done.wait(every):
             try:
                 text = client.key_value_try_get(STOP_NOW_KEY)
-            except Exception:  # not set (NOT_FOUND), or the store is gone: look again or end
+            except Exception:  # noqa: BLE001 - not set (NOT_FOUND), or the store is gone: look again or end
                 continue
             on_stop(text)
             return

@@ -33,9 +33,10 @@ import signal
 import socket
 import sys
 import threading
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 LOCK_NAME = ".lock"
 
@@ -88,10 +89,10 @@ class RunLock:
         self.previous: dict[str, Any] | None = None
         """The holder record left by the last process that held the lock (None if none)."""
 
-    def acquire(self) -> "RunLock":
+    def acquire(self) -> RunLock:
         import fcntl
 
-        handle = open(self.path, "a+")
+        handle = open(self.path, "a+")  # noqa: SIM115 - held open while the lock is: closing drops the flock
         try:
             fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as error:
@@ -116,7 +117,7 @@ class RunLock:
             self._handle.close()  # closing drops the flock; the file (and its record) stays
             self._handle = None
 
-    def __enter__(self) -> "RunLock":
+    def __enter__(self) -> RunLock:
         return self.acquire()
 
     def __exit__(self, *exc) -> bool:
@@ -181,7 +182,7 @@ class StopSignals:
         self._active = False
         self._count = 0
 
-    def __enter__(self) -> "StopSignals":
+    def __enter__(self) -> StopSignals:
         if threading.current_thread() is not threading.main_thread():
             return self
         self._read, self._write = os.pipe()

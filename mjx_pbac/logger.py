@@ -55,7 +55,7 @@ class RunLogger:
     def __init__(self, run_dir: Path, members: list, tensorboard: bool, purge_step: int | None = None):
         self.run_dir = run_dir
         self.members = members
-        self._files = {name: open(run_dir / f"{name}.jsonl", "a") for name in ("metrics", "eval", "visits")}
+        self._files = {name: open(run_dir / f"{name}.jsonl", "a") for name in ("metrics", "eval", "visits")}  # noqa: SIM115 - open for the run, closed by close()
         self._writers = []
         if tensorboard:
             from tensorboardX import SummaryWriter

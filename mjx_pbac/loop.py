@@ -38,7 +38,8 @@ succeeded iff its return > 0), `success_sum` counts the episodes of the chunk th
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable, NamedTuple
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jp

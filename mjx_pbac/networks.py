@@ -11,7 +11,8 @@ that results compare with the authors' code.
 from __future__ import annotations
 
 import math
-from typing import Callable, NamedTuple
+from collections.abc import Callable
+from typing import NamedTuple
 
 import flax.linen as nn
 import jax

@@ -268,7 +268,7 @@ def _program_bytes(compiled) -> int | None:
     less what donation lets outputs reuse), from XLA's own analysis; None if unavailable."""
     try:
         analysis = compiled.memory_analysis()
-    except Exception:  # some backends do not implement it
+    except Exception:  # noqa: BLE001 - some backends do not implement it
         return None
     if analysis is None:
         return None

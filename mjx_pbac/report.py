@@ -468,8 +468,8 @@ def _rows(
         bolded = stats.bold(values, location=table.location)
 
         def text(method):
-            dagger = "†" if curves.entries[(task, method)].unfinished else ""
-            return table.cell(list(values[method].values())) + dagger
+            dagger = "†" if curves.entries[(task, method)].unfinished else ""  # noqa: B023 - called in this iteration
+            return table.cell(list(values[method].values())) + dagger  # noqa: B023 - called in this iteration
 
         cells = [(text(method), method in bolded) if method in values else None for method in curves.methods]
         rows.append((task, cells))

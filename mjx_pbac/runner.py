@@ -55,7 +55,14 @@ from mjx_pbac import algos, checkpoint, devices
 from mjx_pbac.algos import Algorithm
 from mjx_pbac.checkpoint import CheckpointError
 from mjx_pbac.config import (
-    Member, RunConfig, Schedule, config_from_dict, config_to_dict, edge_warnings, expand_members, parse_overrides,
+    Member,
+    RunConfig,
+    Schedule,
+    config_from_dict,
+    config_to_dict,
+    edge_warnings,
+    expand_members,
+    parse_overrides,
 )
 from mjx_pbac.devices import Layout
 from mjx_pbac.lifecycle import LOCK_NAME, ExitCode, RunLock, StopSignals, signal_name, write_json

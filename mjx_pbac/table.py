@@ -26,8 +26,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, NamedTuple
+from typing import Any, NamedTuple
 
 from mjx_pbac.config import RunConfig, config_from_dict, config_to_dict, merge_task_configs
 

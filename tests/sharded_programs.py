@@ -20,8 +20,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from mjx_pbac import compilation_cache, config as run_config, runner  # noqa: E402
-from mjx_pbac.hlo import program_stats  # noqa: E402
+from mjx_pbac import compilation_cache, config as run_config, runner
+from mjx_pbac.hlo import program_stats
 
 COLLECTIVES = re.compile(r"\b(all-gather|all-reduce|all-to-all|collective-permute|reduce-scatter)(-start)?\(")
 
@@ -75,7 +75,7 @@ def main(out: str) -> None:
 
     # The 8-member state over 4 devices: how each array lies, and device 1's members against the
     # same two members trained alone on one device (the sharded program is the one-device program).
-    built, state, metrics, _ = trained(chain(8, devices=4))
+    built, state, _metrics, _ = trained(chain(8, devices=4))
     layouts = []
     for leaf in jax.tree.leaves(state):
         shards = leaf.addressable_shards
@@ -100,7 +100,7 @@ def main(out: str) -> None:
     jax.config.update("jax_log_compiles", True)
     with jax.transfer_guard("disallow"):
         for _ in range(3):
-            state, metrics = built.trainer.train_chunk(state)
+            state, _metrics = built.trainer.train_chunk(state)
         built.trainer.evaluate(state)
     jax.config.update("jax_log_compiles", False)
     logging.getLogger("jax").removeHandler(handler)
@@ -110,7 +110,7 @@ def main(out: str) -> None:
         "compiles_in_steady_state": len(compiles),
         "data_dependent_loops": stats["data_dependent_loops"],
         "conditionals": stats["conditionals"],
-        "collectives": sorted(set(m.group(1) for m in COLLECTIVES.finditer(compiled.as_text()))),
+        "collectives": sorted({m.group(1) for m in COLLECTIVES.finditer(compiled.as_text())}),
     }
 
     # A checkpoint's members restored onto another layout (one device) and onto the same (four):

@@ -23,7 +23,6 @@ from mjx_pbac.algos.base import (
     traced,
 )
 
-
 # -- posterior sampling ---------------------------------------------------------------------
 
 
@@ -84,7 +83,7 @@ def test_posterior_sampling_state_and_target_heads():
 
 def test_config_pytree_has_knobs_as_leaves_and_fixed_fields_static():
     config = pbac.Config(num_critics=3, tau=0.01, use_coherence=False)
-    leaves, treedef = jax.tree.flatten(config)
+    leaves, _treedef = jax.tree.flatten(config)
     assert len(leaves) == len(knob_names(pbac.Config)) == 11
     assert knob_names(pbac.Config)[:3] == ("tau", "bootstrap_rate", "posterior_sampling_rate")
     as_traced = traced(config)

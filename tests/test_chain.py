@@ -224,7 +224,7 @@ def test_make_through_registry():
 
 
 def test_unknown_or_mistyped_override_errors():
-    with pytest.raises(ValueError, match="unknown override.*lenght.*valid: length"):
+    with pytest.raises(ValueError, match=r"unknown override.*lenght.*valid: length"):
         envs.make("chain", lenght=5.0)
     with pytest.raises(TypeError, match="horizon"):
         envs.make("chain", horizon=2.5)

@@ -11,8 +11,7 @@ import typing
 import pytest
 
 import train
-from mjx_pbac import cli
-from mjx_pbac import algos
+from mjx_pbac import algos, cli
 from mjx_pbac.config import RunConfig, TrainConfig, load_profile
 
 
@@ -165,12 +164,12 @@ def test_platform_check_names_what_loaded_and_what_to_install(monkeypatch):
     line, warning = devices.use_platform("auto")
     assert line == devices.describe_backend() and line.startswith("device: cpu (cpu) x1, jax ") and warning is None
     assert devices.use_platform("cpu")[0] == line
-    monkeypatch.setattr(devices, "accelerator_packages", lambda: [])
+    monkeypatch.setattr(devices, "accelerator_packages", list)
     with pytest.raises(ValueError, match=r'no GPU build of JAX is installed \(jax .*, jaxlib .*\); .*pip install -e "\.\[cuda12\]"'):
         devices.use_platform("gpu")
     # A CUDA build that found no GPU: JAX falls back to the CPU with a warning; we refuse or warn.
     monkeypatch.setattr(devices, "accelerator_packages", lambda: ["jax-cuda12-plugin 0.10.2"])
-    with pytest.raises(ValueError, match="jax-cuda12-plugin 0.10.2 installed, but JAX found no usable GPU .*JAX_PLATFORMS=cuda"):
+    with pytest.raises(ValueError, match=r"jax-cuda12-plugin 0.10.2 installed, but JAX found no usable GPU .*JAX_PLATFORMS=cuda"):
         devices.use_platform("gpu")
     line, warning = devices.use_platform("auto", "--platform")
     assert warning.startswith("warning: jax-cuda12-plugin 0.10.2 installed, yet JAX found no accelerator") and "--platform gpu" in warning

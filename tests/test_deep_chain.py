@@ -202,7 +202,7 @@ def test_reach_probability_by_hand():
     assert envs.make("deep_chain_40").reach_probability("committed_random") == 2.0**-39
     with pytest.raises(ValueError, match="unknown policy 'uniform'; valid: random_sign, constant, committed_random"):
         short.reach_probability("uniform")
-    with pytest.raises(ValueError, match="x0 = 0.*reset_noise_scale"):
+    with pytest.raises(ValueError, match=r"x0 = 0.*reset_noise_scale"):
         envs.make("deep_chain_10", reset_noise_scale=0.5).reach_probability("random_sign")
 
 
@@ -325,7 +325,7 @@ def test_parametric_names_through_the_registry():
         envs.config_of("deep_chain_x")
     with pytest.raises(ValueError, match="num_cells is 64"):
         envs.make("deep_chain_70")
-    with pytest.raises(ValueError, match="unknown override.*lenght"):
+    with pytest.raises(ValueError, match=r"unknown override.*lenght"):
         envs.make("deep_chain_30", lenght=5.0)
 
 

@@ -20,7 +20,7 @@ from mjx_pbac.algos.base import traced
 from mjx_pbac.algos.drnd import ReLUMLP, drnd_bonus, predictor_loss
 from mjx_pbac.algos.sac import sac_targets
 from mjx_pbac.config import RunConfig, TrainConfig, expand_members
-from tests.probe_envs import CountingEnv, value_batch, same_tree
+from tests.probe_envs import CountingEnv, same_tree, value_batch
 
 SMALL = drnd.Config(hidden_sizes=(8,), predictor_hidden_sizes=(16, 16), embedding_size=4, num_targets=3)
 

@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parent.parent
 def _dry_run(script: str, out: Path, **env: str) -> subprocess.CompletedProcess:
     environment = {**os.environ, "DRY_RUN": "1", "OUT": str(out), **env}
     return subprocess.run(
-        ["bash", str(ROOT / "benchmarks" / "gpu" / script)], cwd=ROOT, env=environment, capture_output=True, text=True, timeout=1800
+        ["bash", str(ROOT / "benchmarks" / "gpu" / script)], cwd=ROOT, env=environment, capture_output=True, text=True, check=False, timeout=1800
     )
 
 

@@ -280,7 +280,7 @@ def test_make_vec_through_registered_ids() -> None:
     assert isinstance(vec, MjxVectorEnv)
     assert repr(vec) == "MjxVectorEnv(mjx_pbac/hopper-v0, num_envs=2)"
     assert vec.single_observation_space.shape == (11,) and vec.single_action_space.shape == (3,)
-    obs, _ = vec.reset(seed=0)
+    _obs, _ = vec.reset(seed=0)
     for _ in range(3):
         next_obs, reward, terminated, truncated, info = vec.step(np.zeros((2, 3), np.float32))
         assert next_obs in vec.observation_space and np.isfinite(reward).all()

@@ -5,7 +5,6 @@ Semantics are compared on the very same MuJoCo states (Gymnasium's, carried into
 """
 
 import jax
-import mujoco
 import numpy as np
 import pytest
 

@@ -163,7 +163,7 @@ def test_gpu_counts_the_checkpoint_copy_on_the_host():
     assert on_cpu.state_bytes == on_gpu.state_bytes
     assert on_gpu.total_device_bytes <= on_cpu.total_device_bytes
     memory.check(config, on_gpu, available=(GiB, "test"), host_available=(GiB, "test"))
-    with pytest.raises(memory.MemoryBudgetError, match="on the host .*checkpoint host copy.*is available \\(host test\\)"):
+    with pytest.raises(memory.MemoryBudgetError, match=r"on the host .*checkpoint host copy.*is available \(host test\)"):
         memory.check(config, on_gpu, available=(GiB, "test"), host_available=(on_gpu.state_bytes, "host test"))
 
 

@@ -22,10 +22,7 @@ import pytest
 from scipy.spatial.transform import Rotation
 
 import envs
-from envs import metaworld as mw
-from envs import metaworld_fidelity as fidelity
-from envs import metaworld_model
-from envs import metaworld_reference as reference
+from envs import metaworld as mw, metaworld_fidelity as fidelity, metaworld_model, metaworld_reference as reference
 from mjx_pbac.hlo import program_stats
 
 ALL_TASKS = list(mw.TASKS)
@@ -105,7 +102,7 @@ def test_config_errors_are_named():
         envs.make("mw_reach", iterations=0)
     with pytest.raises(ValueError, match="unknown cone 'round'; valid: pyramidal, elliptic"):
         envs.make("mw_reach", cone="round")
-    with pytest.raises(ValueError, match="unknown environment 'mw_drawer_opne'.*mw_drawer_open"):
+    with pytest.raises(ValueError, match=r"unknown environment 'mw_drawer_opne'.*mw_drawer_open"):
         envs.make("mw_drawer_opne")
 
 
@@ -225,7 +222,8 @@ def test_pbac_trains_on_reach_through_the_one_command(tmp_path):
             "--train.progress", "False",
         ]
     )
-    records = [json.loads(line) for line in open(tmp_path / "run" / "eval.jsonl")]
+    with open(tmp_path / "run" / "eval.jsonl") as handle:
+        records = [json.loads(line) for line in handle]
     assert records and all(0.0 <= r["success_rate"] <= 1.0 for r in records)
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert "success_rate" in summary["final_eval"]

@@ -13,9 +13,9 @@ import pytest
 
 pytest.importorskip("metaworld")
 
-from mujoco import mjx  # noqa: E402
+from mujoco import mjx
 
-from envs import metaworld_model as mm  # noqa: E402
+from envs import metaworld_model as mm
 
 TASKS = sorted(mm.TASK_FILES)
 
@@ -54,7 +54,7 @@ def test_hash_check_refuses_altered_file(tmp_path, monkeypatch):
     rel = "objects/assets/xyz_base.xml"
     with open(os.path.join(root, rel), "a", encoding="utf-8") as handle:
         handle.write("<!-- edited -->\n")
-    with pytest.raises(RuntimeError, match="xyz_base.xml") as error:
+    with pytest.raises(RuntimeError, match=r"xyz_base.xml") as error:
         mm.load_model("reach-v3")
     assert mm.read_manifest()[rel] in str(error.value)
     assert "metaworld==3.0.0" in str(error.value)
@@ -65,7 +65,7 @@ def test_hash_check_refuses_altered_file(tmp_path, monkeypatch):
 
 def test_missing_package(monkeypatch):
     monkeypatch.setattr(mm.importlib.util, "find_spec", lambda name: None)
-    with pytest.raises(ModuleNotFoundError, match="pip install metaworld==3.0.0"):
+    with pytest.raises(ModuleNotFoundError, match=r"pip install metaworld==3.0.0"):
         mm.asset_dir()
 
 

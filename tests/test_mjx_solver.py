@@ -99,9 +99,8 @@ def test_fixed_trip_solver_restores_mjx_on_exit():
     from mujoco.mjx._src import solver
 
     before = solver.solve, solver._while_loop_scan
-    with pytest.raises(ZeroDivisionError):
-        with mjx_solver.fixed_trip_solver():
-            assert solver.solve is mjx_solver.solve_fixed_trips
-            1 / 0
+    with pytest.raises(ZeroDivisionError), mjx_solver.fixed_trip_solver():
+        assert solver.solve is mjx_solver.solve_fixed_trips
+        1 / 0  # noqa: B018 - raises inside the context
     assert (solver.solve, solver._while_loop_scan) == before
     assert mjx.forward  # untouched public API

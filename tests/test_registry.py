@@ -98,12 +98,12 @@ def test_registered_envs_jit_once_vmap_and_stay_finite(robot):
 
 
 def test_unknown_name_lists_registered():
-    with pytest.raises(ValueError, match="unknown environment 'ant_delayd'.*did you mean ant_delayed.*registered: ant,"):
+    with pytest.raises(ValueError, match=r"unknown environment 'ant_delayd'.*did you mean ant_delayed.*registered: ant,"):
         envs.make("ant_delayd")
 
 
 def test_unknown_override_lists_valid_keys():
-    with pytest.raises(ValueError, match="unknown override.*delay.*valid: delay_threshold"):
+    with pytest.raises(ValueError, match=r"unknown override.*delay.*valid: delay_threshold"):
         envs.make("ant", delay=1.0)
 
 

@@ -265,11 +265,11 @@ def test_plot_exploration_one_panel_per_phase(tmp_path, runs):
 
 
 def test_plot_exploration_errors(tmp_path, runs):
-    with pytest.raises(ValueError, match="unknown key 'height'.*available: env_steps, x_position, y_position, z_position"):
+    with pytest.raises(ValueError, match=r"unknown key 'height'.*available: env_steps, x_position, y_position, z_position"):
         report.plot_exploration(runs[0], tmp_path / "x.png", "x_position", "height")
     with pytest.raises(ValueError, match=r"no visits of member 7; members: \[0, 1, 2, 3, 4\]"):
         report.plot_exploration(runs[0], tmp_path / "x.png", "x_position", "y_position", member=7)
-    with pytest.raises(ValueError, match="has no visits.jsonl"):
+    with pytest.raises(ValueError, match=r"has no visits.jsonl"):
         report.plot_exploration(runs[1], tmp_path / "x.png", "x_position", "y_position")
 
 
@@ -314,13 +314,13 @@ def test_refuses_records_that_contradict_config(tmp_path):
     lines = (run_dir / "eval.jsonl").read_text().splitlines()
     record = json.loads(lines[0])
     (run_dir / "eval.jsonl").write_text("\n".join(lines + [json.dumps({**record, "env_steps": 99, "label": "sac"})]))
-    with pytest.raises(ValueError, match="member 0 has label 'sac', config.json says 'pbac'"):
+    with pytest.raises(ValueError, match=r"member 0 has label 'sac', config.json says 'pbac'"):
         report.load_runs(run_dir)
     (run_dir / "eval.jsonl").write_text("\n".join(lines + [lines[0]]))
     with pytest.raises(ValueError, match="member 0 is evaluated twice at 0 env steps"):
         report.load_runs(run_dir)
     (run_dir / "eval.jsonl").write_text("\n".join(lines + [json.dumps({**record, "member": 5})]))
-    with pytest.raises(ValueError, match="has member 5, which config.json does not list"):
+    with pytest.raises(ValueError, match=r"has member 5, which config.json does not list"):
         report.load_runs(run_dir)
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import io
+import itertools
 import json
 import os
 import signal
@@ -41,7 +42,8 @@ def _tiny_chain(run_dir, **train_overrides) -> RunConfig:
 
 
 def _records(path):
-    rows = [json.loads(line) for line in open(path) if line.strip()]
+    with open(path) as handle:
+        rows = [json.loads(line) for line in handle if line.strip()]
     return [{k: v for k, v in row.items() if k not in TIMING} for row in rows]
 
 
@@ -119,10 +121,11 @@ def test_run_writes_config_logs_tensorboard_checkpoints_and_summary(reference_ru
     assert summary["status"] == "finished" and summary["final_eval"]["env_steps"] == 4000
     # The clocks: every evaluation row carries the wall-clock (everything) and the training time
     # (training chunks only; compiles, evaluations and checkpoints excluded) when its policy existed.
-    rows = [json.loads(line) for line in open(reference_run / "eval.jsonl")]
+    with open(reference_run / "eval.jsonl") as handle:
+        rows = [json.loads(line) for line in handle]
     walls, trains = [row["wall_s"] for row in rows[::2]], [row["train_s"] for row in rows[::2]]
-    assert trains[0] == 0.0 and walls[0] > 0 and all(a < b for a, b in zip(walls, walls[1:]))
-    assert all(a < b for a, b in zip(trains, trains[1:])) and all(t < w for t, w in zip(trains, walls))
+    assert trains[0] == 0.0 and walls[0] > 0 and all(a < b for a, b in itertools.pairwise(walls))
+    assert all(a < b for a, b in itertools.pairwise(trains)) and all(t < w for t, w in zip(trains, walls))
     assert [row["wall_s"] for row in rows[1::2]] == walls  # the members of one program share them
     assert summary["train_s"] == pytest.approx(trains[-1]) and summary["elapsed_s"] > walls[-1]
     assert summary["compile_s"] > 0 and summary["train_s"] + summary["compile_s"] < summary["elapsed_s"]
@@ -145,7 +148,8 @@ def test_resume_after_interrupt_equals_uninterrupted_run(tmp_path, monkeypatch, 
     assert checkpoint.latest(run_dir / "checkpoints").name == "step_000003000.npz"
 
     clocks = checkpoint.read_metadata(checkpoint.latest(run_dir / "checkpoints"))
-    before = [json.loads(line) for line in open(run_dir / "eval.jsonl")]
+    with open(run_dir / "eval.jsonl") as handle:
+        before = [json.loads(line) for line in handle]
 
     monkeypatch.undo()
     runner.train(None, resume_dir=run_dir)
@@ -153,7 +157,8 @@ def test_resume_after_interrupt_equals_uninterrupted_run(tmp_path, monkeypatch, 
     assert _records(run_dir / "eval.jsonl") == _records(reference_run / "eval.jsonl")
     # Both clocks continue from the checkpoint's: the evaluation after the resume counts the first
     # process's time too (its rows before the checkpoint are kept as they were).
-    after = [json.loads(line) for line in open(run_dir / "eval.jsonl")]
+    with open(run_dir / "eval.jsonl") as handle:
+        after = [json.loads(line) for line in handle]
     assert [(r["wall_s"], r["train_s"]) for r in after[:4]] == [(r["wall_s"], r["train_s"]) for r in before]
     final = after[-1]
     assert final["env_steps"] == 4000 and final["wall_s"] > clocks["elapsed_s"] > before[-1]["wall_s"]
@@ -211,7 +216,7 @@ def test_nan_stops_the_run_and_keeps_the_last_good_checkpoint(tmp_path, monkeypa
 @pytest.mark.slow
 def test_run_directory_is_never_overwritten(reference_run):
     before = (reference_run / "metrics.jsonl").read_text()
-    with pytest.raises(runner.RunError, match="already exists.*--resume"):
+    with pytest.raises(runner.RunError, match=r"already exists.*--resume"):
         runner.train(_tiny_chain(reference_run), profile="chain")
     assert (reference_run / "metrics.jsonl").read_text() == before
 

@@ -22,7 +22,7 @@ from mjx_pbac.algos import sac
 from mjx_pbac.algos.sac import huber, sac_critic_loss, sac_targets
 from mjx_pbac.config import TrainConfig
 from mjx_pbac.loop import make_trainer, member_inputs
-from tests.probe_envs import CountingEnv, value_batch, same_tree
+from tests.probe_envs import CountingEnv, same_tree, value_batch
 
 SMALL = sac.Config(hidden_sizes=(8,))
 

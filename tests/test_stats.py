@@ -11,7 +11,6 @@ from scipy.stats import mstats
 
 from mjx_pbac import stats
 
-
 # ------------------------------------------------------------------------------------ iqm
 
 

@@ -141,7 +141,7 @@ def _metaworld_registered() -> str | None:
     """None when the Meta-World envs are registered, else why not."""
     try:
         envs.make("mw_drawer_open")
-    except Exception as error:  # not registered yet, or its dependencies missing
+    except Exception as error:  # noqa: BLE001 - not registered yet, or its dependencies missing
         return f"envs.make('mw_drawer_open') fails: {type(error).__name__}: {error}"
     return None
 

@@ -52,7 +52,7 @@ def test_tasks_of_one_robot_as_members_get_each_its_own_reward_and_termination()
 
 
 def test_make_family_refuses_tasks_that_cannot_share_a_program(monkeypatch):
-    with pytest.raises(ValueError, match="different envs .*ReacherHard"):
+    with pytest.raises(ValueError, match=r"different envs .*ReacherHard"):
         envs.make_family(["cartpole_swingup_sparse", "reacher_hard"])
     monkeypatch.setitem(registry._REGISTRY, "hopper_short", registry.EnvSpec(Hopper, {"episode_length": 200}, "test"))
     with pytest.raises(ValueError, match="differ in episode_length, which is not a per-member task constant"):
@@ -94,7 +94,7 @@ def test_task_profiles_give_the_per_task_values_and_refuse_what_members_cannot_s
 def test_cli_tasks_errors_name_what_is_wrong(tmp_path, capsys):
     with pytest.raises(SystemExit, match="different envs"):
         cli.main(["--profile", "ant", "--tasks", "hopper", "--train.run-dir", str(tmp_path / "x")])
-    with pytest.raises(SystemExit, match="malformed task override 'prior_variance=5.0'"):
+    with pytest.raises(SystemExit, match=r"malformed task override 'prior_variance=5.0'"):
         cli.main(["--profile", "ant", "--train.task-overrides", "prior_variance=5.0", "--train.run-dir", str(tmp_path / "y")])
     with pytest.raises(SystemExit, match="cannot sweep 'num_critics'"):
         cli.main(["--profile", "ant", "--tasks", "ant_delayed", "--train.task-overrides", "ant_delayed:num_critics=3",

@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import dataclasses
 import typing
-from typing import Any, Callable, NamedTuple
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jp
@@ -222,13 +223,13 @@ def make_algorithm(
     if acting is None:
         acting, stateless_act = NO_ACTING, act
 
-        def act(agent, acting_state, obs, key):  # noqa: F811 -- the loop's signature
+        def act(agent, acting_state, obs, key):  # the loop's signature
             return stateless_act(agent, obs, key)
 
     if acting.update_context is None:
         plain_update = update
 
-        def update(agent, batch, key, context):  # noqa: F811 -- the loop's signature
+        def update(agent, batch, key, context):  # the loop's signature
             return plain_update(agent, batch, key)
 
     return Algorithm(init, act, eval_act, update, acting, critic_values, head_actions)

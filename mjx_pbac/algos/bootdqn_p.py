@@ -135,7 +135,7 @@ class BootDQNPNetworks(NamedTuple):
     """Shared trunk, K deterministic tanh heads."""
 
 
-def make_networks(config: "Config", action_size: int) -> BootDQNPNetworks:
+def make_networks(config: Config, action_size: int) -> BootDQNPNetworks:
     return BootDQNPNetworks(
         critic=make_critic_ensemble(config.num_critics, config.hidden_sizes),
         actor=make_actor(config.num_critics, config.hidden_sizes, action_size, deterministic=True),
@@ -179,7 +179,7 @@ def head_actions(actor: Actor, actor_params: dict, obs: jax.Array) -> jax.Array:
     return jp.tanh(pre_tanh)
 
 
-def bootdqn_targets(networks: BootDQNPNetworks, state: "State", batch: Transition, gamma: float) -> jax.Array:
+def bootdqn_targets(networks: BootDQNPNetworks, state: State, batch: Transition, gamma: float) -> jax.Array:
     """y[k, i] = r_i + gamma (1 - terminated_i) Qbar_k(s'_i, pi_k(s'_i)) -> [K, B]: target critic
     k (fbar_k + beta p_k) at the action of head k of the current actor; truncation bootstraps."""
     next_action = head_actions(networks.actor, state.actor_params, batch.next_obs)

@@ -32,7 +32,8 @@ Order per gradient step: critic, actor, temperature, Polyak.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import jax
 import jax.numpy as jp

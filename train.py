@@ -347,7 +347,7 @@ def _one_process(command: str) -> None:
     if jax.process_count() > 1:
         raise SystemExit(
             f"error: train.py {command} runs in one process (it uses every device of its host); on several hosts, "
-            "run each of its runs with the training command (README: Several devices and hosts)"
+            "run each of its runs with the training command (docs/seeds.md, section: Several devices and hosts)"
         )
 
 

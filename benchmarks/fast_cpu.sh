@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The CPU evidence of README "Fast training": on each DM Control task of the paper's Table 1, PBAC's
+# The CPU evidence of docs/performance.md "Fast training": on each DM Control task of the paper's Table 1, PBAC's
 # CPU recipe (`<task>_fast_cpu`) with 5 seeds in one program, then SAC at the same sizes, each run
 # alone on the machine (wall-clock is what is measured), then the report: return against env steps
 # and wall-clock, and the time to 90 % and 100 % of the paper's PBAC final IQM.

@@ -2,7 +2,7 @@
 
 Every environment here is a `brax.envs.Env`: `reset(rng) -> State` and `step(state, action) ->
 State` are pure, jittable and vmappable, so Brax's training wrappers and trainers accept them
-unchanged. Conventions (README "Design decisions" (environments)):
+unchanged. Conventions (docs/design.md "Environments"):
 
 - actions are in [-1, 1]^d; an env rescales them to its actuators' control range;
 - `State.done` means *terminated* (a true terminal state: do not bootstrap). Truncation at the
@@ -46,7 +46,7 @@ class PhysicsConfig:
     """Solver settings applied to the Gymnasium model before it is put on the device.
 
     `None` keeps the value in the model file. Every default that differs from the file is a
-    deliberate change listed, with its measured effect, in the README.
+    deliberate change listed, with its measured effect, in docs/environments.md "Physics changes, and their measured effect".
     """
 
     integrator: str | None = None

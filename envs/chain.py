@@ -1,4 +1,4 @@
-"""A continuous chain: a pure-JAX deep-exploration probe with known optimal return (our probe, not the paper's; README "The deep-exploration probe").
+"""A continuous chain: a pure-JAX deep-exploration probe with known optimal return (our probe, not the paper's; docs/probe.md "The plain chain does not test deep exploration").
 
 A point moves on the segment [0, L]. Each step the action a in [-1, 1] (clipped) moves it by
 a * delta, and the position is clipped to [0, L]. At the position x' after the step, the reward is

@@ -1,5 +1,5 @@
 """DM Control's sparse tasks in MJX: cartpole swing-up sparse, ball-in-cup catch, reacher hard
-(paper Table 1, top block; appendix B.2.2), with DM Control's semantics (README "Design decisions" (environments)).
+(paper Table 1, top block; appendix B.2.2), with DM Control's semantics (docs/design.md "Environments").
 
 The models are the XML files the `dm-control` package ships (read from its installation, with its
 `common/` includes; nothing is copied here), stepped by MJX with the files' physics except for the solver's iteration caps (4 and 8 instead of
@@ -96,14 +96,14 @@ class DMControlConfig:
     """Constraint solver iterations (files: 100); None keeps the model file's.
 
     4 and 2 below leave the one-step physics and every observation and reward unchanged on the
-    states we measured (README); ball-in-cup steps 5.5x faster at 256 instances on the CPU with
+    states we measured (docs/environments.md "Our port or MuJoCo Playground's? Measured, ours"); ball-in-cup steps 5.5x faster at 256 instances on the CPU with
     4 / 8 than with the files' 100 / 50, and the solver runs a fixed 4 trips (`solver_loop`)."""
     ls_iterations: int | None = 2
     """Line-search iterations (files: 50); None keeps the model file's. 2 gives the same one-step
-    physics as 8 and 50 on all three tasks (README); 1 does not (ball-in-cup)."""
+    physics as 8 and 50 on all three tasks (docs/environments.md "Physics changes, and their measured effect"); 1 does not (ball-in-cup)."""
     solver_loop: str = "fixed"
     """"fixed": the solver runs exactly `iterations` trips, no data-dependent loop or branch
-    (`envs.mjx_solver`; same physics, measured in the README); "while": MJX's own while loop."""
+    (`envs.mjx_solver`; same physics, measured in docs/environments.md "Physics changes, and their measured effect"); "while": MJX's own while loop."""
     target_size: float = 0.015
     """Reacher only: radius of the target (hard 0.015; DM Control's easy task uses 0.05)."""
 

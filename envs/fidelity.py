@@ -6,7 +6,7 @@ Two questions, kept apart:
   Gymnasium v4's? (`gym_rollout` records Gymnasium's transitions; the tests replay them through
   our pure functions.)
 - *Physics*: from the same state and action, how far is one MJX env step from one C MuJoCo env
-  step? (`one_step_deviation`; the README table and a test bound it.)
+  step? (`one_step_deviation`; the table of docs/environments.md "Physics changes, and their measured effect" and a test bound it.)
 """
 
 from __future__ import annotations

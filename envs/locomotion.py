@@ -1,7 +1,7 @@
 """Ant, Hopper and Humanoid in MJX with Gymnasium v4 semantics, dense or reward-delayed.
 
 Observation, reward and termination follow Gymnasium's `Ant-v4`, `Hopper-v4` and `Humanoid-v4`
-on the model files Gymnasium ships (README "Design decisions" (environments)). The delayed variants of the paper (section 4,
+on the model files Gymnasium ships (docs/design.md "Environments"). The delayed variants of the paper (section 4,
 Table 3) replace the reward entirely by
 
     r = 1[x >= c] * v - w_a * ||a||^2,
@@ -64,13 +64,13 @@ class LocomotionConfig:
 
     4 (with 2 line-search iterations below) leaves the one-step physics unchanged on the states
     we measured, and the solver then runs a fixed 4 trips (`solver_loop`); 3 or 2 iterations, or
-    1 line-search iteration, double Ant's deviation from C MuJoCo (README)."""
+    1 line-search iteration, double Ant's deviation from C MuJoCo (docs/environments.md "Physics changes, and their measured effect")."""
     ls_iterations: int | None = 2
     """Solver line-search iterations (files: 50); None keeps the model file's. 2 gives the same
-    one-step physics as 8 and 50 on every robot (README) at half the ops of an Ant step."""
+    one-step physics as 8 and 50 on every robot (docs/environments.md "Physics changes, and their measured effect") at half the ops of an Ant step."""
     solver_loop: str = "fixed"
     """"fixed": the solver runs exactly `iterations` trips, no data-dependent loop or branch
-    (`envs.mjx_solver`; same physics, measured in the README); "while": MJX's own while loop."""
+    (`envs.mjx_solver`; same physics, measured in docs/environments.md "Physics changes, and their measured effect"); "while": MJX's own while loop."""
 
     def __post_init__(self) -> None:
         # Checked here, so `envs.config_of` rejects a bad value before any model is built.
@@ -296,7 +296,7 @@ class Humanoid(Locomotion):
     """Gymnasium Humanoid-v4: 376 observations, 17 actions (control range +-0.4).
 
     The observation is qpos[2:], qvel, cinert, cvel, qfrc_actuator and cfrc_ext; cfrc_ext is
-    kept as zeros, as v4 produced it before Gymnasium 1.0 (README "Design decisions" (environments)).
+    kept as zeros, as v4 produced it before Gymnasium 1.0 (docs/design.md "Environments").
     """
 
     xml_file = "humanoid.xml"

@@ -2,7 +2,7 @@
 
 window-close, window-open, drawer-close, drawer-open, reach, button-press-topdown and door-open,
 as the paper runs them: MT1 with the goal hidden and drawn afresh for every episode, reward 1 on
-success and 0 otherwise, 500-step episodes (README "Meta-World"). The models are Meta-World's own
+success and 0 otherwise, 500-step episodes (docs/metaworld.md "Meta-World (paper Table 2)"). The models are Meta-World's own
 files, read from the installed `metaworld==3.0.0` and hash-checked (`envs.metaworld_model`), with
 stand-ins for the collision pairs MJX lacks and only the contact pairs that can touch.
 
@@ -14,7 +14,7 @@ What Meta-World 3.0.0 defines (`metaworld/sawyer_xyz_env.py` and `metaworld/envs
 - after the physics the position-dependent fields are recomputed (Meta-World's `mj_forward`);
 - physics as the files (Euler, 2.5 ms, Newton) except: pyramidal friction cones where the files
   have elliptic ones (MJX's elliptic Newton solve is ~60x slower on the CPU), and 4 solver and
-  4 line-search iterations run as fixed trips (files: 50 / 50); both measured (README); box
+  4 line-search iterations run as fixed trips (files: 50 / 50); both measured (docs/metaworld.md "Model changes for MJX, and their measured effect"); box
   contacts within their margin and midway between the surfaces, as C MuJoCo reports them
   (`box_margins`, `envs.mjx_collision`); the window's and drawer's capsule bars as boxes
   (`capsule_stand_ins`: MJX loses a capsule's contact past its radius);
@@ -106,7 +106,7 @@ class MetaWorldConfig:
     hidden_goal: bool = True
     """Zero the goal in the observation (MT1 with hidden goals, the paper's setting)."""
     iterations: int | None = 4
-    """Constraint solver iterations (files: 50); None keeps the model file's. README "Meta-World"
+    """Constraint solver iterations (files: 50); None keeps the model file's. docs/metaworld.md "Model changes for MJX, and their measured effect"
     gives the measured one-step deviation from C MuJoCo at each setting."""
     ls_iterations: int | None = 4
     """Line-search iterations (files: 50); None keeps the model file's."""
@@ -116,7 +116,7 @@ class MetaWorldConfig:
     cone: str = "pyramidal"
     """Friction cone: "pyramidal" or "elliptic" (Meta-World's files). MJX's Newton solve with
     elliptic cones took 1.25 s per forward pass of window-close on the CPU against 20 ms with
-    pyramidal cones (README "Meta-World": the deviation and success it costs are measured)."""
+    pyramidal cones (docs/metaworld.md "Model changes for MJX, and their measured effect": the deviation and success it costs are measured)."""
     body_tree_barriers: bool = True
     """One fusion boundary per level of MJX's body-tree passes (`envs.mjx_body_tree`): the
     Sawyer's 13-level tree otherwise makes XLA recompute each level once per level below it."""
@@ -239,7 +239,7 @@ class MetaWorldTask(MjxEnv):
             mjx_collision.check_mjx_version()
         with warnings.catch_warnings():
             # MJX notes that the gripper base mesh has a face of > 20 vertices ("may lead to
-            # performance issues"); it is Meta-World's mesh, measured as it is (README).
+            # performance issues"); it is Meta-World's mesh, measured as it is (docs/metaworld.md "Model changes for MJX, and their measured effect").
             warnings.filterwarnings("ignore", message='Mesh "eGripperBase" has a coplanar face')
             super().__init__(model, FRAME_SKIP, self.config.solver_loop)
         original = metaworld_model.load_model(self.metaworld_name, stand_ins=False, prune_pairs=False)

@@ -18,7 +18,7 @@ random episodes, each record holding the full simulator state before and after e
 
 `python -m envs.metaworld_fidelity --records DIR --out FILE.json` writes the record-based checks;
 `python -m envs.metaworld_fidelity --closed-loop-episodes 20 --variants ours mjx_capsules --out
-FILE.json` the closed loop; `--table` prints either file's README table (README "Meta-World"). Needs the `metaworld` package (a dependency: the tasks read their models from it).
+FILE.json` the closed loop; `--table` prints either file's table (docs/metaworld.md "Against Meta-World itself"). Needs the `metaworld` package (a dependency: the tasks read their models from it).
 """
 
 from __future__ import annotations
@@ -311,7 +311,7 @@ CLOSED_LOOP_VARIANTS: dict[str, dict[str, Any]] = {
 difference from Meta-World can be traced to its cause. "cylinders" keeps the files' cylinders,
 which MJX cannot collide with boxes or meshes: `put_model` refuses every task that has them
 (all but the drawers), and the refusal is recorded as the variant's result. "elliptic_cones" is
-~60x slower per physics step on a CPU (README "Meta-World")."""
+~60x slower per physics step on a CPU (docs/metaworld.md "Speed")."""
 
 
 def closed_loop_variant(name: str, variant: str, episodes: int, seed: int = 0, steps: int | None = None) -> dict[str, Any]:
@@ -363,7 +363,7 @@ def measure(name: str, records: str, *, one_step_states: int = 400) -> dict[str,
 
 
 def markdown_table(results: dict[str, Any]) -> str:
-    """The README's table of a `measure` results file."""
+    """The table of docs/metaworld.md "Against Meta-World itself" from a `measure` results file."""
     ours, other = f"mujoco-{mujoco.__version__}", "mujoco-3.3.0"
     rows = [
         "| task | obs max error | success agrees | reset KS min p | one step vs C 3.17: arm median / max (rad), object max (m) "
@@ -401,7 +401,7 @@ def markdown_table(results: dict[str, Any]) -> str:
 
 
 def closed_loop_table(results: dict[str, Any]) -> str:
-    """The README's closed-loop table of a `--closed-loop` results file: Meta-World's own env
+    """The closed-loop table of docs/metaworld.md "Against Meta-World itself" from a `--closed-loop` results file: Meta-World's own env
     beside ours, and our env with each measured model change undone (last step's success)."""
     variants = [v for v in CLOSED_LOOP_VARIANTS if v != "ours" and any(v in r.get("variants", {}) for r in results.values())]
     head = ["task", "episodes", "Meta-World (C) any / last", "ours any / last", "first success median C / ours"]

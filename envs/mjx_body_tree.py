@@ -7,7 +7,7 @@ fusion, recomputes a shared value once per use instead of storing it. The work o
 repeated for every level below it, so the cost grows about exponentially with the depth.
 
 Meta-World's Sawyer is 13 bodies deep (the Gymnasium Ant: 4). Measured on the 2-core CPU, one
-instance of `sawyer_drawer.xml` (README "Meta-World"): a jitted `mjx.kinematics` took 381 ms
+instance of `sawyer_drawer.xml` (docs/metaworld.md "Model changes for MJX, and their measured effect"): a jitted `mjx.kinematics` took 381 ms
 (Ant: 0.65 ms) and `mjx.step` 406 ms; with a barrier after each level, 1.2 ms and 75 ms, with
 the same compile time and results equal to float32 rounding (tested).
 

@@ -12,7 +12,7 @@ In Meta-World the gripper's claws and pads have margin 1 mm. Pressing the button
 the hand with the left claw's margin contact against the button box's rim; MJX had none, the hand
 tilted, sank through the button (the fingers' penetration grows past the button's half-height and
 the separating axis flips), and lifted it out again: button-press-topdown's scripted policy lost
-its success before the episode ended (README "Meta-World").
+its success before the episode ended (docs/metaworld.md "Model changes for MJX, and their measured effect").
 
 `margin_manifolds(limit)` swaps in, while MJX is traced, the same manifold with incident points
 kept when they lie less than `limit` in front of the reference face (`limit` = the model's

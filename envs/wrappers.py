@@ -18,7 +18,7 @@ an MJX env's reset samples a state and computes only what its first observation 
 (`MjxEnv.data_from_state`: kinematics, no collision, no constraint solve), since the next
 physics step recomputes everything else from qpos and qvel; so a step that does not end an
 episode pays one random draw and a kinematics pass, not a forward pass (measured on the CPU,
-README: 374 of Ant's 17,124 executed ops per step; `benchmarks/env_ops.py`).
+docs/performance.md "The paper's sequential setting: latency": 374 of Ant's 17,124 executed ops per step; `benchmarks/env_ops.py`).
 
 Both flags describe the transition just taken, so a replay buffer stores
 (obs, action, reward, info["final_obs"], done, info["truncation"]).

@@ -42,7 +42,7 @@ Platform = Literal["auto", "cpu", "gpu", "tpu"]
 @dataclasses.dataclass(frozen=True)
 class TrainConfig:
     """What to train on, for how long, and what a run writes (paper Tables 5 and 7 for the budgets;
-    README, "Design decisions", for many envs per seed)."""
+    docs/design.md "Many environments per seed")."""
 
     env: str = "ant_delayed"
     """Registered environment name (see `envs.registered_names()`)."""
@@ -116,7 +116,7 @@ class TrainConfig:
     """Precision of float32 matrix products in every program of the run (networks and physics):
     float32 is full precision, as the authors' PyTorch (whose default is full float32) and the
     physics' fidelity need; "default" lets XLA choose (TF32 on recent NVIDIA GPUs, float32 on a
-    CPU); tensorfloat32 and bfloat16 trade accuracy for speed on large batches (README)."""
+    CPU); tensorfloat32 and bfloat16 trade accuracy for speed on large batches (docs/performance.md "The paper's sequential setting: latency")."""
     platform: Platform = "auto"
     """Where the run computes: auto takes the backend JAX loads (a GPU or TPU if its build is
     installed and finds one, else the CPU, with a warning when an accelerator build is installed

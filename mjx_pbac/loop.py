@@ -11,7 +11,7 @@ Warm-up and training are two programs (`Trainer.warmup_chunk`, `Trainer.train_ch
 by the host per chunk: nothing in a chunk branches on data (on a GPU every `lax.cond` is a
 device-to-host round trip), and warm-up steps run no gradient step at all. Matrix products are
 traced at `TrainConfig.matmul_precision` (float32 by default: the authors' PyTorch and the
-physics' accuracy; see the README).
+physics' accuracy; see docs/performance.md "The paper's sequential setting: latency").
 
 Members: a run trains M independent members (seeds, crossed with the points of a hyperparameter
 sweep and with the tasks of one robot) as a vmapped leading axis of the whole training state, in

@@ -2,7 +2,7 @@
 
 Shapes: K ensemble members, B samples of the minibatch, A action dimensions.
 
-Critic (README "Design decisions" (critic loss)), with q[k, i] = Q_k(s_i, a_i), Bellman targets y[k, i] (no gradient) and
+Critic (docs/design.md "Critic loss"), with q[k, i] = Q_k(s_i, a_i), Bellman targets y[k, i] (no gradient) and
 bootstrap mask b[k, i] in {0, 1}:
 
     diversity   = mean_{k,i} b[k,i] (q[k,i] - y[k,i])^2

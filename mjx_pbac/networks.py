@@ -1,4 +1,4 @@
-"""PBAC's networks (paper Table 8; README "Design decisions" (networks)): the CReLU + LayerNorm MLP, a critic ensemble with
+"""PBAC's networks (paper Table 8; docs/design.md "Networks"): the CReLU + LayerNorm MLP, a critic ensemble with
 K on a leading parameter axis, and a shared-trunk actor with K heads (squashed Gaussian or tanh).
 
     MLP(x) = Dense(out) . [CReLU . LayerNorm . Dense(h)] for h in hidden_sizes

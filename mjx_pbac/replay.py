@@ -5,7 +5,7 @@ overwrites the oldest when full; nothing is shifted, every array keeps its shape
 lives inside jitted code and its memory can be donated from one chunk to the next.
 
 Terminated and truncated are stored separately, with the real final observation as `next_obs`,
-so learners bootstrap on 1 - terminated only (README "Design decisions" (training defaults)).
+so learners bootstrap on 1 - terminated only (docs/design.md "Training defaults").
 """
 
 from __future__ import annotations

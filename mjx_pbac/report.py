@@ -1,4 +1,4 @@
-"""Finished runs in, the paper's tables and figures out (paper Tables 1 and 2, reward and success curves; README "Design decisions" (statistics)).
+"""Finished runs in, the paper's tables and figures out (paper Tables 1 and 2, reward and success curves; docs/design.md "Statistics").
 
 Reads run directories from disk only (it never imports the training loop or JAX):
 

@@ -1,4 +1,4 @@
-"""Scores over seeds, as the paper reports them (appendix B.3 "Evaluation methodology"; README "Design decisions" (statistics)).
+"""Scores over seeds, as the paper reports them (appendix B.3 "Evaluation methodology"; docs/design.md "Statistics").
 
 - `iqm`: the interquartile mean across seeds, with the 25% and 75% quantiles as [lower, upper];
 - `aulc`: the area under the learning curve of each seed (its mean evaluation return);
@@ -71,7 +71,7 @@ LOCATIONS = {"iqm": lambda values: iqm(values)[0], "mean": lambda values: mean_s
 
 
 def aulc(curves: Sequence[Sequence[float]] | np.ndarray) -> np.ndarray:
-    """Area under the learning curve per seed: the mean over evaluation points (paper appendix B.3; README "Design decisions" (statistics)).
+    """Area under the learning curve per seed: the mean over evaluation points (paper appendix B.3; docs/design.md "Statistics").
 
     `curves` has shape [seeds, eval_points]: each seed's mean evaluation return at each point
     (evaluations are equally spaced, so the mean is the normalised area). Returns shape [seeds].

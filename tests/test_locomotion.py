@@ -23,7 +23,7 @@ LOCOMOTION = [
     "humanoid_very_delayed",
 ]
 SIZES = {"ant": (27, 8), "hopper": (11, 3), "humanoid": (376, 17)}
-CFRC_EXT = {"humanoid": 14 * 6}  # trailing cfrc_ext block, zeros as in v4 (README "Design decisions")
+CFRC_EXT = {"humanoid": 14 * 6}  # trailing cfrc_ext block, zeros as in v4 (docs/design.md "Environments")
 
 
 def _jitted(env):
@@ -125,7 +125,7 @@ def test_reset_noise_as_specified(robot):
 
 
 # One-step deviation of MJX from C MuJoCo (Gymnasium), from states of a random rollout.
-# Measured values are in the README; these bounds leave ~5x headroom over them. Ant's
+# Measured values are in docs/environments.md "Physics changes, and their measured effect"; these bounds leave ~5x headroom over them. Ant's
 # contacts (pyramidal cone, MJX's Newton solver vs C MuJoCo's) dominate its deviation.
 DEVIATION_BOUNDS = {
     "ant": dict(qpos_median=5e-4, qvel_median=0.15, qpos_max=0.05, qvel_max=2.0),

@@ -7,7 +7,7 @@ compile a step: one-step physics from recorded states, Meta-World's scripted pol
 batch with nothing crossing to the host and no retrace, every task's sizes, and PBAC training
 through the one command, and a scripted window-close episode that stays shut to its end. The full
 comparison (>= 1,000 states per task, both MuJoCo releases; 20 batched closed-loop episodes per
-task) is `python -m envs.metaworld_fidelity` (README "Meta-World").
+task) is `python -m envs.metaworld_fidelity` (docs/metaworld.md "Against Meta-World itself").
 """
 
 from __future__ import annotations
@@ -118,7 +118,7 @@ def test_closed_loop_summary_counts_any_last_and_first_success():
 
 def test_closed_loop_reference_and_table():
     """Meta-World's own env's closed loop (C MuJoCo, 2 short episodes) summarised as ours is, and
-    the README table row built from a results file."""
+    the docs/metaworld.md table row built from a results file."""
     theirs = fidelity.closed_loop_reference("reach-v3", episodes=2, steps=120)
     assert theirs["episodes"] == 2 and theirs["steps"] == 120 and theirs["any_step"] == 1.0
     ours = dict(theirs, final_step=0.5, first_success_median=40.0)
@@ -159,7 +159,7 @@ def test_every_task_traces_with_meta_world_sizes(name):
 def test_drawer_open_physics_and_scripted_policy_follow_meta_world(recorded):
     """One compiled batch of 8: one step from 8 recorded states lands within 5 mm of C MuJoCo
     (measured up to 2-3 mm on 400 states: the pyramidal friction cone moves C MuJoCo itself by
-    as much, README "Meta-World"); then Meta-World's scripted policy drives the 8 instances for
+    as much, docs/metaworld.md "Model changes for MJX, and their measured effect"); then Meta-World's scripted policy drives the 8 instances for
     100 steps with nothing crossing to the host inside the step, one trace, no data-dependent loop
     or branch in the program, and every one succeeds, as every episode of Meta-World's own env
     does."""

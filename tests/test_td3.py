@@ -1,4 +1,4 @@
-"""TD3 (`mjx_pbac.algos.td3`), the README's example of an algorithm added in one file: targets with
+"""TD3 (`mjx_pbac.algos.td3`), the example of docs/algorithms.md "Adding an algorithm": targets with
 clipped smoothing noise and the min over two target critics, delayed actor and target updates,
 clipped exploration noise, and training through the one command."""
 

@@ -1,13 +1,13 @@
-"""The README's GPU tables, printed from the records a device session brought back, so that no GPU
-figure is typed by hand.
+"""The GPU tables of docs/performance.md and docs/seeds.md, printed from the records a device
+session brought back, so that no GPU figure is typed by hand.
 
     python benchmarks/gpu/tables.py                       # docs/profiles/h200_*.json, docs/gpu/*/*.json
     python benchmarks/gpu/tables.py docs/gpu/h200-20261201/profiles.json ...
 
 Reads `train.py profile` reports (alone, or merged by latency.sh into a profiles.json) and
 `train.py bench-seeds` reports, and prints one Markdown table per kind with the rows in the
-README's formats (README "Training throughput", "Seeds and sweeps in one program"), each row
-naming the card.
+pages' formats (docs/performance.md "Training throughput", docs/seeds.md "Seeds vmapped vs
+sequential runs"), each row naming the card.
 """
 
 from __future__ import annotations

@@ -124,8 +124,8 @@ class Acting(NamedTuple):
 
 @struct.dataclass
 class PosteriorSampling:
-    """Posterior sampling's acting state (paper section 3, "Posterior sampling"; README, "Design
-    decisions"): the head each instance follows."""
+    """Posterior sampling's acting state (paper section 3, "Posterior sampling"; docs/design.md
+    "Posterior sampling and evaluation"): the head each instance follows."""
 
     active_head: jax.Array
     """[N] int32: the head (critic and actor head) instance n follows."""

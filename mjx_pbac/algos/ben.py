@@ -24,7 +24,7 @@ Bernoulli(1 - kappa) drawn per gradient step. A terminal transition has v_t = 0;
 1e-6 inside the log only, which shifts the loss by a constant and leaves its gradient unchanged.
 
 The reference code feeds a variance where this KL expects a log-variance and drops the 1/2; here
-the formula above is implemented as written (README "Design decisions", Baselines), and tests
+the formula above is implemented as written (docs/design.md "Baselines"), and tests
 check it against numerical integration of the KL.
 
 Deterministic critic: regressed on the ensemble's mean at the replay pair, which gets no gradient:

@@ -220,7 +220,7 @@ def make(config: Config, obs_size: int, action_size: int) -> Algorithm:
         return head_actions(actor, state.actor_params, obs)[acting.active_head, jp.arange(obs.shape[0])]
 
     def eval_act(state: State, obs: jax.Array) -> jax.Array:
-        # As PBAC's (README "Design decisions", posterior sampling and evaluation): the mean over
+        # As PBAC's (docs/design.md "Posterior sampling and evaluation"): the mean over
         # heads of tanh(head_k(s)).
         return jp.mean(head_actions(actor, state.actor_params, obs), axis=0)
 

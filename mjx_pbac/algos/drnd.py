@@ -74,8 +74,8 @@ class Config(sac.Config):
     """lambda: the bonus enters the target as sign * lambda * b(s', a')."""
     sign: Literal["penalty", "bonus"] = knob("penalty", as_number=lambda sign: -1.0 if sign == "penalty" else 1.0)
     """"penalty" subtracts lambda b(s', a') in the target as the reference pipeline does (a
-    novelty penalty); "bonus" adds it (an exploration bonus); README "Design decisions",
-    Baselines. In the program: -1 or +1."""
+    novelty penalty); "bonus" adds it (an exploration bonus); docs/design.md "Baselines".
+    In the program: -1 or +1."""
 
     def __post_init__(self) -> None:
         super().__post_init__()

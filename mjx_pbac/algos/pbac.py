@@ -12,7 +12,7 @@ One gradient step, in this order (Algorithm 1, after the minibatch is sampled):
 4. Polyak averaging of the target critics.
 
 Acting: posterior sampling (section 3.3; Algorithm 1's PSR lines), as `base.posterior_sampling`;
-evaluation acts with the mean over heads of tanh(mean_k(s)) (README, "Design decisions").
+evaluation acts with the mean over heads of tanh(mean_k(s)) (docs/design.md "Posterior sampling and evaluation").
 
 Beyond the paper, `prior_scale` beta > 0 gives every critic a fixed random prior network, as
 BootDQN-P's (Osband et al. 2018): Q_k = f_k + beta p_k and Qbar_k = fbar_k + beta p_k, with p_k
@@ -68,7 +68,7 @@ class Config:
     prior_variance: float = knob(1.0)
     """sigma0^2 of the coherence term."""
     loss_form: Literal["reference", "paper"] = "reference"
-    """Critic loss as the authors' code computes it, or as the paper prints it (README, "Design decisions")."""
+    """Critic loss as the authors' code computes it, or as the paper prints it (docs/design.md "Critic loss")."""
     use_diversity: bool = knob(True)
     """Keep the diversity (masked TD) term of the critic loss."""
     use_coherence: bool = knob(True)

@@ -9,7 +9,7 @@ Targets (no gradient), with a' ~ pi(.|s'_i) and Qbar_k the Polyak-averaged targe
 
     y[i] = r_i + gamma (1 - terminated_i) (min_k Qbar_k(s'_i, a'_i) - alpha log pi(a'_i | s'_i))  [B]
 
-Truncation does not stop the bootstrap (README, "Design decisions").
+Truncation does not stop the bootstrap (docs/design.md "Training defaults").
 
 Critic loss, with q[k, i] = Q_k(s_i, a_i) at the replay action and one target shared by all K:
 

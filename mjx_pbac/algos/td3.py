@@ -1,5 +1,5 @@
 """TD3 (Fujimoto et al. 2018, "Addressing Function Approximation Error in Actor-Critic Methods"):
-the README's example of adding an algorithm in one file. Not one of the paper's baselines.
+the example of docs/algorithms.md "Adding an algorithm". Not one of the paper's baselines.
 
 Shapes: K = 2 critics, B samples of the minibatch, A action dimensions. Networks are PBAC's
 (critic ensemble, single-head deterministic tanh actor), with target copies of both.

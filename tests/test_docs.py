@@ -27,11 +27,17 @@ PLACEHOLDER = re.compile(r"<|\[|\.\.\.|\{|\||\b[A-Z][A-Z0-9_]+\b")
 
 
 def _tracked(*patterns: str) -> list[Path]:
-    """Files git tracks (or would: untracked but not ignored), so that outputs under runs/ never count."""
-    listed = subprocess.run(
-        ["git", "ls-files", "--cached", "--others", "--exclude-standard", *patterns],
-        cwd=ROOT, capture_output=True, text=True, check=True,
-    ).stdout.split()
+    """Files git tracks (or would: untracked but not ignored), so that outputs under runs/ never count;
+    outside a git checkout (an unpacked sdist), every matching file but those under runs/ and .venv/."""
+    try:
+        listed = subprocess.run(
+            ["git", "ls-files", "--cached", "--others", "--exclude-standard", *patterns],
+            cwd=ROOT, capture_output=True, text=True, check=True,
+        ).stdout.split()
+    except (OSError, subprocess.CalledProcessError):
+        skipped = ("runs", ".venv", ".git")
+        found = {path for pattern in patterns for path in ROOT.glob(pattern.replace("*.", "**/*.", 1) if "/" not in pattern else pattern)}
+        return sorted(path for path in found if path.is_file() and path.relative_to(ROOT).parts[0] not in skipped)
     return sorted({ROOT / name for name in listed if (ROOT / name).is_file()})
 
 
@@ -272,3 +278,16 @@ def test_commands_are_found_in_code_blocks_and_inline_code():
     ])
     assert PLACEHOLDER.search(" --profile NAME") and PLACEHOLDER.search(" profile <task>_fast")
     assert not PLACEHOLDER.search(" report runs/A --out report --x steps wall")
+
+
+def test_outside_git_the_same_files_are_checked(monkeypatch):
+    """An unpacked sdist has no git: the check then finds the same pages and sources by globbing."""
+    with_git = {pattern: _tracked(pattern) for pattern in ("docs/**/*.md", "*.py", "*.toml")}
+
+    def no_git(*args, **kwargs):
+        raise FileNotFoundError("git")
+
+    monkeypatch.setattr(subprocess, "run", no_git)
+    for pattern, files in with_git.items():
+        globbed = _tracked(pattern)
+        assert set(files) <= set(globbed), (pattern, sorted(set(files) - set(globbed))[:5])

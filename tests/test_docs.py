@@ -7,6 +7,7 @@ Quick tier: it reads text files and parses command lines, a few seconds in all."
 
 from __future__ import annotations
 
+import contextlib
 import re
 import shlex
 import subprocess
@@ -291,3 +292,26 @@ def test_outside_git_the_same_files_are_checked(monkeypatch):
     for pattern, files in with_git.items():
         globbed = _tracked(pattern)
         assert set(files) <= set(globbed), (pattern, sorted(set(files) - set(globbed))[:5])
+
+
+def test_every_option_a_syntax_template_names_exists(parse_only, capsys):
+    """Templates (`--profile NAME [--train.KEY VALUE]`, `--resume RUN_DIR`, ...) are not parsed, but
+    every concrete option they name must be one that some train.py command's --help lists."""
+    known = set()
+    for argv in (
+        ["--profile", "chain", "--help"], ["profile", "--profile", "chain", "--help"],
+        ["bench-seeds", "--profile", "chain", "--help"], ["table", "--help"], ["probe", "--help"],
+        ["report", "--help"], ["bench-env", "--help"], ["--help"],
+    ):
+        with pytest.raises(SystemExit) if argv != ["--help"] else contextlib.nullcontext():
+            parse_only(argv)
+        known |= set(re.findall(r"--[a-z][a-z0-9_.-]*[a-z0-9]", capsys.readouterr().out))
+    assert {"--train.chunk-seconds", "--split-lengths", "--seed-counts", "--resume"} <= known, sorted(known)[:20]
+    _, templates = _quoted_commands()
+    unknown = [
+        f"{where}: {option} in `{command}`"
+        for where, command in templates
+        for option in re.findall(r"--[a-z][a-z0-9_.-]*[a-z0-9]", command)
+        if option not in known
+    ]
+    assert not unknown, unknown

@@ -862,17 +862,7 @@ class _Run:
         chunk_env_steps = length * self.schedule.num_envs
         bad = non_finite_metrics(metrics)
         if bad:
-            saved = checkpoint.list_checkpoints(self.checkpoint_dir)
-            keep = f"the last good checkpoint is {saved[-1]}" if saved else "no checkpoint was written before it"
-            where = "; ".join(
-                f"{name} in " + ", ".join(self._member_name(self.members[i]) for i in members)
-                for name, members in sorted(bad.items())
-            )
-            raise TrainingDiverged(
-                f"training diverged in the chunk ending at {env_steps:,} env steps: non-finite {where}. "
-                f"Nothing after the previous checkpoint was saved; {keep}. "
-                "Lower the learning rates or check the env overrides."
-            )
+            raise self._diverged(bad, env_steps)
         visits = {name.removeprefix(VISIT_PREFIX): metrics.pop(name) for name in list(metrics) if name.startswith(VISIT_PREFIX)}
         logger.log_visits(self._visit_records(visits, start_steps, length))
         updates = 0 if warmup else length * self.train.updates_per_step
@@ -882,6 +872,42 @@ class _Run:
             "env_steps_per_s": chunk_env_steps * len(self.members) / seconds,
             "updates_per_s": updates * len(self.members) / seconds,
         }
+        records = [{**record, **timing} for record in self._member_records(metrics, start_steps, env_steps, warmup)]
+        logger.log_chunk(records)
+        if not first_call:
+            progress.update(
+                env_steps,
+                chunk_env_steps,
+                seconds,
+                timing["updates_per_s"],
+                self.last_eval,
+                members=len(self.members),
+                eval_success=self.last_success,
+                phase="warmup" if warmup else "train",
+            )
+        else:
+            what = "warm-up" if warmup else "training"
+            split = "" if whole else f" of {length} of the schedule's {self.schedule.iterations_per_chunk} iterations (--train.chunk-seconds)"
+            progress.message(f"compiled the {what} chunk{split} in {compile_seconds:.1f} s and ran its first in {seconds:.1f} s")
+        return state, iteration, seconds
+
+    def _diverged(self, bad: dict[str, list[int]], env_steps: int) -> TrainingDiverged:
+        """The error of a chunk whose metrics `bad` ({metric: member indices}) are not finite."""
+        saved = checkpoint.list_checkpoints(self.checkpoint_dir)
+        keep = f"the last good checkpoint is {saved[-1]}" if saved else "no checkpoint was written before it"
+        where = "; ".join(
+            f"{name} in " + ", ".join(self._member_name(self.members[i]) for i in members)
+            for name, members in sorted(bad.items())
+        )
+        return TrainingDiverged(
+            f"training diverged in the chunk ending at {env_steps:,} env steps: non-finite {where}. "
+            f"Nothing after the previous checkpoint was saved; {keep}. "
+            "Lower the learning rates or check the env overrides."
+        )
+
+    def _member_records(self, metrics: dict, start_steps: int, env_steps: int, warmup: bool) -> list[dict]:
+        """One metrics.jsonl row per member from a chunk's gathered metrics ([M] arrays): episodes,
+        returns, goal visits and success counted in the chunk, and (after warm-up) the update metrics."""
         records = []
         for member in self.members:
             i = member.index
@@ -907,24 +933,8 @@ class _Run:
                         if name not in ("episodes", "return_sum", "length_sum", "success_sum", "goal_steps", "goal_first_iteration")
                     }
                 )
-            records.append({**record, **timing})
-        logger.log_chunk(records)
-        if not first_call:
-            progress.update(
-                env_steps,
-                chunk_env_steps,
-                seconds,
-                timing["updates_per_s"],
-                self.last_eval,
-                members=len(self.members),
-                eval_success=self.last_success,
-                phase="warmup" if warmup else "train",
-            )
-        else:
-            what = "warm-up" if warmup else "training"
-            split = "" if whole else f" of {length} of the schedule's {self.schedule.iterations_per_chunk} iterations (--train.chunk-seconds)"
-            progress.message(f"compiled the {what} chunk{split} in {compile_seconds:.1f} s and ran its first in {seconds:.1f} s")
-        return state, iteration, seconds
+            records.append(record)
+        return records
 
     def _checkpoint_before_the_unknown(self, state, iteration: int) -> None:
         """Before a compile and a first chunk, whose length no one knows, a checkpoint when the

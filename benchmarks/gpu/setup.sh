@@ -43,6 +43,8 @@ seconds_left() { echo $(( DEADLINE - $(date +%s) )); }
 # bounded TAG SECONDS COMMAND...: COMMAND under `timeout`, at most SECONDS and never past the
 # DEADLINE (less 10 s to write what is left), its output (less XLA's warp chatter) appended to
 # $OUT/log.txt; skipped, and said so, when under 20 s are left. Returns COMMAND's exit code.
+# `--foreground`: timeout signals COMMAND alone, once; without it, it signals COMMAND and then its
+# own process group, and a run took the pair of SIGTERMs as "stop at once" (docs/gpu/h200-20261128b).
 bounded() {
   local tag=$1 seconds=$2; shift 2
   local left=$(( $(seconds_left) - 10 ))
@@ -53,7 +55,7 @@ bounded() {
     return 0
   fi
   echo "== $tag (up to ${seconds} s, $(date -u +%H:%M:%S))" | tee -a "$OUT/log.txt"
-  timeout -k 20 "$seconds" "$@" 2>&1 | grep -v -i warp | tee -a "$OUT/log.txt"
+  timeout --foreground -k 20 "$seconds" "$@" 2>&1 | grep -v -i warp | tee -a "$OUT/log.txt"
   local status=${PIPESTATUS[0]}
   echo "$tag: exit $status" | tee -a "$OUT/log.txt"
   return "$status"

@@ -475,9 +475,24 @@ def probe_command(argv: list[str]) -> None:
 # -- report, bench-env ----------------------------------------------------------------------
 
 
+def _report_on_cpu() -> None:
+    """Keeps the report command off any accelerator: it reads files and draws figures, and is
+    often started beside a training run on the same GPU, whose memory it must not take (JAX would
+    load the GPU backend, and claim 75 % of its memory, at the first array it makes). Sets JAX's
+    platforms to the CPU alone, which holds while no backend is loaded yet, as in a fresh process:
+    `jax.config.update` and not the JAX_PLATFORMS variable, which JAX reads once, when imported."""
+    import jax
+    from jax._src import xla_bridge
+
+    loaded = getattr(xla_bridge, "backends_are_initialized", lambda: False)()
+    if not loaded:  # loaded already (an in-process caller): too late to change, and nothing to change
+        jax.config.update("jax_platforms", "cpu")
+
+
 def report_command(argv: list[str]) -> None:
     from mjx_pbac.report import ExplorationPlot, parse_scores, write_report
 
+    _report_on_cpu()
     args = cli.parse(cli.ReportArgs, argv, "train.py report")
     plots = []
     for entry in (entry for entries in args.explore for entry in entries):
@@ -503,7 +518,8 @@ def report_command(argv: list[str]) -> None:
     try:
         scores = parse_scores(args.score)
         written = write_report(
-            list(args.run_dirs), args.out, exploration=plots or None, x=args.x, scores=scores, score_fractions=args.score_fraction
+            list(args.run_dirs), args.out, exploration=plots or None, x=args.x, scores=scores,
+            score_fractions=args.score_fraction, by_run=args.by_run,
         )
     except ValueError as error:
         raise SystemExit(f"error: {error}") from None
@@ -559,12 +575,13 @@ def main(argv: list[str]) -> None:
         return
     from mjx_pbac import compilation_cache, devices
 
+    command, rest = argv[0], argv[1:]
     try:  # before anything touches a device: one of several processes (hosts) joins the others
-        devices.initialize_distributed()
+        if command != "report":  # a report reads files, alone: it joins no job (a SLURM batch step names several tasks)
+            devices.initialize_distributed()
     except ValueError as error:
         raise SystemExit(f"error: {error}") from None
     compilation_cache.enable()  # a second run of the same program skips its compile
-    command, rest = argv[0], argv[1:]
     if command.startswith("--"):
         train_command(argv)
     elif command in COMMANDS:

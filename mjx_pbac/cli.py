@@ -270,6 +270,9 @@ class ReportArgs:
     list); default: the paper's PBAC final value on each task (`mjx_pbac/paper.py`)."""
     score_fraction: tuple[float, ...] = (1.0,)
     """Fractions of the score to time, one table row each, e.g. `--score-fraction 0.9 1.0`."""
+    by_run: bool = False
+    """Name each method after its run directory too, RUN/LABEL (e.g. u8/pbac): runs of the same task
+    and algorithm with other options are then compared side by side, not taken as seeds of one method."""
 
 
 BENCH_PRESETS = {

@@ -15,6 +15,9 @@ The task of a member is its "task" in config.json (runs that train several tasks
 the run's `config.train.env`; the method of a member is its label, so members with the
 same label are seeds of one configuration, and several run directories (one per algorithm, per
 task, or per batch of seeds) may fill one table. A seed is identified by the member's "seed".
+With `by_run`, the method is RUN/LABEL (RUN the run directory's name, e.g. `u8/pbac`): runs of the
+same task and algorithm with other settings (command-line options do not change a label) are
+then methods side by side, not seeds of one.
 
 - `load_runs`: the per-seed evaluation curves of every (task, method), checked for consistency;
 - `results_tables`: Markdown and LaTeX tables, (a) final episode reward and (b) AULC, as
@@ -169,8 +172,9 @@ class _SeedCurve:
     train_s: np.ndarray | None = None
 
 
-def _load_run(run_dir: Path, notes: list[str]) -> list[_SeedCurve]:
-    """The curves of every member of one run directory (raises ValueError on a malformed one)."""
+def _load_run(run_dir: Path, notes: list[str], by_run: bool = False) -> list[_SeedCurve]:
+    """The curves of every member of one run directory (raises ValueError on a malformed one);
+    `by_run`: each method named RUN/LABEL after the directory."""
     record = json.loads((run_dir / "config.json").read_text())
     try:
         task = str(record["config"]["train"]["env"])
@@ -236,9 +240,10 @@ def _load_run(run_dir: Path, notes: list[str]) -> list[_SeedCurve]:
         if clocks[index]:
             times = np.array([clocks[index].get(int(step), (math.nan, math.nan)) for step in steps], dtype=np.float64)
             wall, train = times[:, 0], times[:, 1]
+        method = f"{run_dir.name}/{member['label']}" if by_run else str(member["label"])
         curves.append(
             _SeedCurve(
-                member_task, str(member["label"]), int(member["seed"]), str(run_dir), index, steps, returns,
+                member_task, method, int(member["seed"]), str(run_dir), index, steps, returns,
                 status or "no summary", member_success, wall, train,
             )
         )
@@ -272,8 +277,9 @@ def _check_points(task: str, method: str, seed_curves: list[_SeedCurve]) -> str 
     return "\n".join(lines)
 
 
-def load_runs(run_dirs: PathLike | Iterable[PathLike]) -> Curves:
-    """Loads the per-seed evaluation curves of every (task, method) in `run_dirs`.
+def load_runs(run_dirs: PathLike | Iterable[PathLike], by_run: bool = False) -> Curves:
+    """Loads the per-seed evaluation curves of every (task, method) in `run_dirs` (`by_run`: a
+    method per run directory and label, named RUN/LABEL; see the module docstring).
 
     Refuses (ValueError, naming the directories) a directory without config.json or eval.jsonl,
     two runs (or two members) that give the same (task, method, seed), and seeds of one method
@@ -300,7 +306,7 @@ def load_runs(run_dirs: PathLike | Iterable[PathLike]) -> Curves:
     methods: list[str] = []
     duplicates = []
     for directory in directories:
-        for curve in _load_run(directory, notes):
+        for curve in _load_run(directory, notes, by_run):
             seeds = grouped.setdefault((curve.task, curve.method), {})
             if curve.seed in seeds:
                 other = seeds[curve.seed]
@@ -315,7 +321,10 @@ def load_runs(run_dirs: PathLike | Iterable[PathLike]) -> Curves:
             if curve.method not in methods:
                 methods.append(curve.method)
     if duplicates:
-        raise ValueError("the same seed appears twice:\n  " + "\n  ".join(duplicates))
+        raise ValueError(
+            "the same seed appears twice (runs with other settings? `train.py report --by-run True` names each "
+            "method after its run directory):\n  " + "\n  ".join(duplicates)
+        )
 
     entries = {}
     mismatches = []
@@ -958,6 +967,7 @@ def write_report(
     x: Sequence[str] = ("steps",),
     scores: Mapping[str | None, float] | None = None,
     score_fractions: Sequence[float] = (1.0,),
+    by_run: bool = False,
 ) -> dict[str, Path | list[Path]]:
     """Writes results.md (the tables, the time-to-score table, notes, figure links), results.tex,
     time_to_score.json (`time_to_score` with `scores` and `score_fractions`), the curves against
@@ -965,7 +975,7 @@ def write_report(
     success_<task>.png; "wall", "train" curves_wall_<task>.png, ...; the scores drawn as dashed
     lines) and, when `exploration` is given (an ExplorationPlot or a dict of its fields),
     exploration.png; a list of them gives exploration_<i>_<task>.png each (and a list under
-    "exploration").
+    "exploration"). `by_run`: methods named RUN/LABEL, one per run directory (`load_runs`).
 
     Returns {"markdown": path, "latex": path, "time_to_score": path, "curves": [paths, one per
     task and axis], "exploration": path (if drawn)}.
@@ -974,7 +984,7 @@ def write_report(
     unknown = [axis for axis in x if axis not in CLOCKS]
     if unknown or not x:
         raise ValueError(f"unknown x axis {', '.join(map(repr, unknown)) or '(none given)'}; valid: {', '.join(CLOCKS)}")
-    curves = load_runs(run_dirs)  # refuses bad run directories before anything is written
+    curves = load_runs(run_dirs, by_run)  # refuses bad run directories before anything is written
     score_rows = time_to_score(curves, scores, score_fractions)
     out_dir.mkdir(parents=True, exist_ok=True)
     markdown, latex = results_tables(curves)

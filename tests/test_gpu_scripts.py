@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
+import sys
 import tarfile
 from pathlib import Path
 
@@ -93,6 +95,50 @@ def test_device_script_dry_run(script, tmp_path):
 
         # PBAC's chunk test, every other algorithm's, and the five others, each named by its node id.
         assert f"{len(algos.NAMES) + 5} tests collected" in (out / "pytest.txt").read_text()
+
+
+RECORDED_RUN = ROOT / "docs" / "gpu" / "h200-20261128" / "runs" / "reacher_fast_cpu"
+"""A run on file (5 reacher_hard seeds, its logs without checkpoints), for the report's tests."""
+
+
+def test_report_computes_on_the_cpu_and_joins_no_job(tmp_path):
+    """`train.py report` runs beside a training run on the same GPU (the device scripts' copier
+    loop), so it must not load the GPU backend (JAX claims 75 % of the GPU's memory at its first
+    array). In a fresh process whose environment asks JAX for CUDA (which this machine has not:
+    loading it would fail) and says it is one of a SLURM job's 2 tasks (joining would fail with no
+    coordinator), the report finishes, and afterwards JAX's platform is the CPU alone."""
+    probe = (
+        "import json, sys, jax, train\n"
+        "code = train.run(['report', sys.argv[1], '--out', sys.argv[2]])\n"
+        "print(json.dumps({'code': code, 'platforms': jax.config.jax_platforms, 'devices': sorted({d.platform for d in jax.devices()})}))\n"
+    )
+    environment = {**os.environ, "JAX_PLATFORMS": "cuda", "SLURM_NTASKS": "2"}
+    done = subprocess.run(
+        [sys.executable, "-c", probe, str(RECORDED_RUN), str(tmp_path / "report")],
+        cwd=ROOT, env=environment, capture_output=True, text=True, check=False, timeout=300,
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert seen == {"code": 0, "platforms": "cpu", "devices": ["cpu"]}, seen
+    assert (tmp_path / "report" / "time_to_score.json").is_file()
+
+
+def test_report_by_run_compares_runs_of_one_task_and_algorithm(tmp_path):
+    """tune.sh's candidates are runs of the same task and algorithm with other options, whose
+    members carry the same label ("pbac") and seeds: the report refuses them as seeds of one
+    method (saying which option helps), and `--by-run True` reports one method per run directory."""
+    import train
+
+    runs = []
+    for name in ("base", "u8"):
+        shutil.copytree(RECORDED_RUN, tmp_path / name)
+        runs.append(str(tmp_path / name))
+    with pytest.raises(SystemExit, match=r"same seed appears twice .*--by-run True"):
+        train.report_command([*runs, "--out", str(tmp_path / "merged")])
+    train.report_command([*runs, "--out", str(tmp_path / "report"), "--by-run", "True", "--score-fraction", "0.9", "1.0"])
+    rows = json.loads((tmp_path / "report" / "time_to_score.json").read_text())
+    assert [(row["method"], row["seeds"]) for row in rows] == [("base/pbac", 5)] * 2 + [("u8/pbac", 5)] * 2, rows
+    assert "| Task | base/pbac | u8/pbac |" in (tmp_path / "report" / "results.md").read_text()
 
 
 def test_the_gpu_tables_script_reproduces_the_docs_gpu_rows_from_the_records():

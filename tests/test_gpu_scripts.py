@@ -36,7 +36,9 @@ def test_fast_script_dry_run_trains_reports_and_bundles(tmp_path):
     device = (out / "device.txt").read_text()
     assert "jax: " in device and "device: cpu" in device and "commit: " in device and "dry_run: 1" in device
     log = (out / "log.txt").read_text()
-    assert "== cartpole_swingup_sparse: cartpole_swingup_sparse_fast, 2 seeds" in log and "exit 0" in log
+    # One task named: it gets the whole call (FIRST_SECONDS defaults to `all`), and ends on its own.
+    assert "== cartpole_swingup_sparse: cartpole_swingup_sparse_fast, 2 seeds, up to " in log and ", all the call has left (" in log
+    assert "cartpole_swingup_sparse: exit 0" in log and "cartpole_swingup_sparse: its own end (exit 0)" in log
     # The time-to-score table against the paper's score, from the run's clocks.
     (row,) = json.loads((out / "time_to_score.json").read_text())
     assert (row["task"], row["method"], row["seeds"], row["score"]) == ("cartpole_swingup_sparse", "pbac", 2, 785.0)
@@ -60,6 +62,7 @@ DRY_RUNS = {
     "env.sh": ["bench_ant.json", "bench_humanoid.json", "bench_hopper.json", "bench_ant_euler.json"],
     "metaworld.sh": ["metaworld.json"],
     "device_tests.sh": ["pytest.txt", "junit.xml"],
+    "tune.sh": ["results.md", "time_to_score.json", "candidates.json", "tune_runs.tgz"],
 }
 
 
@@ -90,6 +93,25 @@ def test_device_script_dry_run(script, tmp_path):
         assert rows["reacher_1"]["baseline"]["steady_state"]["env_steps_per_s"] > 0  # the before/after pair
     if script == "metaworld.sh":
         assert set(json.loads((out / "metaworld.json").read_text())) == {"mw_reach_ours", "mw_reach_no_barriers"}
+    if script == "tune.sh":
+        # Every candidate of the block trained (two waves of two side by side) and is a column of its
+        # own (the report's --by-run), at 90 % and 100 % of the score, with a row in the standing.
+        candidates = ["base", "u8", "lr1e3", "small"]
+        assert "4 candidate(s) of cartpole_swingup_sparse, 2 seeds each, 2 at a time" in log
+        assert sorted(exits) == sorted(f"{name}: exit 0" for name in candidates), exits
+        rows = json.loads((out / "time_to_score.json").read_text())
+        assert sorted((row["method"], row["score"]) for row in rows) == sorted((f"{n}/pbac", s) for n in candidates for s in (706.5, 785.0))
+        records = json.loads((out / "candidates.json").read_text())
+        assert {name: (record["state"], record["exit"]) for name, record in records.items()} == dict.fromkeys(candidates, ("ended", 0))
+        assert records["u8"]["options"] == "--train.updates-per-step 8"
+        results = (out / "results.md").read_text()
+        standing = results.split("# Results")[0].splitlines()
+        assert results.startswith("# Tuning: standing") and sum(line.startswith("| ") and "/pbac | " in line for line in standing) == 4, results
+        assert "| Task | base/pbac | lr1e3/pbac | small/pbac | u8/pbac |" in results
+        with tarfile.open(out / "tune_runs.tgz") as bundle:
+            names = bundle.getnames()
+        assert {f"runs/{name}/eval.jsonl" for name in candidates} <= set(names) and not any("checkpoints" in n for n in names)
+        assert "report/curves_wall_cartpole_swingup_sparse.png" in names
     if script == "device_tests.sh":
         from mjx_pbac import algos
 

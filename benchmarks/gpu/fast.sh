@@ -11,8 +11,12 @@
 # Tasks run one after another in TASKS' order (delayed Ant, Hopper, Humanoid first, then the
 # dense ones) while time is left: the first gets FIRST_SECONDS, each later one TASK_SECONDS,
 # none starts with under MIN_SECONDS left (a program compiles for about a minute), and the
-# script ends by its LIMIT (setup.sh). A task cut short by its time keeps the evaluations it made
-# (timeout sends SIGTERM: the run stops after its chunk). Written to $OUT as it goes (at most 8
+# script ends by its LIMIT (setup.sh). Either budget may be `all`: everything left in the call,
+# less RESERVE_SECONDS for the last report. When TASKS names one task, FIRST_SECONDS defaults to
+# `all`, so one call spends its whole LIMIT on that task (a 10-minute target needs it):
+#   TASKS=ant_delayed COMMIT=<hash> LIMIT=560 bash benchmarks/gpu/fast.sh
+# A task cut short by its time keeps the evaluations it made (`bounded`'s `timeout --foreground`
+# sends one SIGTERM: the run checkpoints after its chunk and exits). Written to $OUT as it goes (at most 8
 # files come back from a device call): log.txt, device.txt, results.md and time_to_score.json
 # (`train.py report --x steps wall`, rewritten after every task and every COPY_SECONDS during
 # one), and fast_runs.tgz (each run's config.json, eval.jsonl, metrics.jsonl, visits.jsonl,
@@ -24,9 +28,9 @@ source benchmarks/gpu/setup.sh
 
 TASKS=${TASKS:-"ant_delayed hopper_delayed humanoid_delayed ant hopper humanoid ant_very_delayed hopper_very_delayed"}
 SEEDS=${SEEDS:-10}
-FIRST_SECONDS=${FIRST_SECONDS:-270}
 TASK_SECONDS=${TASK_SECONDS:-150}
 MIN_SECONDS=${MIN_SECONDS:-100}
+RESERVE_SECONDS=${RESERVE_SECONDS:-20}
 COPY_SECONDS=${COPY_SECONDS:-30}
 WORK=${WORK:-/tmp/fast}  # the runs (checkpoints included) and the report; only a bundle goes to $OUT
 EXTRA=()
@@ -34,12 +38,14 @@ if [ "${DRY_RUN:-0}" = 1 ]; then
   # The same commands at tiny sizes: 2 seeds of 2 envs, 2 critics of width 8, three short chunks,
   # on DM Control cartpole (the cheapest MJX program to compile) unless DRY_TASKS names others.
   TASKS=${DRY_TASKS:-cartpole_swingup_sparse}
-  SEEDS=2 FIRST_SECONDS=300 TASK_SECONDS=300 MIN_SECONDS=1 COPY_SECONDS=60
+  SEEDS=2 TASK_SECONDS=300 MIN_SECONDS=1 COPY_SECONDS=60
   WORK=$(mktemp -d)
   EXTRA=(--train.num-envs 2 --train.batch-size 16 --train.updates-per-step 1 --train.buffer-size 400
          --train.total-steps 120 --train.warmup-steps 40 --train.chunk-steps 40 --train.eval-interval 40
          --train.eval-episodes 2 --train.env-overrides episode_length=20 --pbac.num-critics 2 --pbac.hidden-sizes 8 8)
 fi
+read -r -a task_list <<< "$TASKS"
+if (( ${#task_list[@]} == 1 )); then FIRST_SECONDS=${FIRST_SECONDS:-all}; else FIRST_SECONDS=${FIRST_SECONDS:-270}; fi
 RUNS=$WORK/runs REPORT=$WORK/report
 mkdir -p "$RUNS" "$REPORT"
 log() { echo "$@" | tee -a "$OUT/log.txt"; }
@@ -56,23 +62,23 @@ collect() {  # the report and the bundle, from what the runs wrote so far
 }
 
 first=1
-for task in $TASKS; do
+for task in "${task_list[@]}"; do
   left=$(seconds_left)
-  budget=$(( first ? FIRST_SECONDS : TASK_SECONDS ))
-  (( budget > left - 15 )) && budget=$(( left - 15 ))
+  if (( first )); then asked=$FIRST_SECONDS; else asked=$TASK_SECONDS; fi
+  if [ "$asked" = all ]; then budget=$(( left - RESERVE_SECONDS )); else budget=$asked; fi
+  (( budget > left - RESERVE_SECONDS )) && budget=$(( left - RESERVE_SECONDS ))
   if (( budget < MIN_SECONDS )); then
     log "$task: skipped, ${left} s left (needs ${MIN_SECONDS})"
     continue
   fi
   first=0
-  log "== $task: ${task}_fast, $SEEDS seeds, up to ${budget} s ($(date -u +%H:%M:%S))"
-  ( while sleep "$COPY_SECONDS"; do collect; done ) &
-  copier=$!
-  timeout -k 30 "$budget" python3 train.py --profile "${task}_fast" --seeds "$SEEDS" --train.run-dir "$RUNS/$task" \
-    --train.progress False --train.tensorboard False "${EXTRA[@]}" 2>&1 | grep -v -i warp | tee -a "$OUT/log.txt"
-  status=${PIPESTATUS[0]}
-  kill "$copier" 2>/dev/null; wait "$copier" 2>/dev/null
-  log "$task: exit $status ($( [ "$status" = 124 ] && echo 'cut at its time' || echo 'its own end'))"
+  log "== $task: ${task}_fast, $SEEDS seeds, up to ${budget} s$( [ "$asked" = all ] && echo ', all the call has left') ($(date -u +%H:%M:%S))"
+  every "$COPY_SECONDS" collect
+  bounded "$task" "$budget" python3 train.py --profile "${task}_fast" --seeds "$SEEDS" --train.run-dir "$RUNS/$task" \
+    --train.progress False --train.tensorboard False "${EXTRA[@]}"
+  status=$?
+  stop_every
+  log "$task: $( [ "$status" = 124 ] && echo 'cut at its time' || echo "its own end (exit $status)")"
   collect
 done
 collect

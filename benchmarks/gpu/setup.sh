@@ -45,6 +45,7 @@ seconds_left() { echo $(( DEADLINE - $(date +%s) )); }
 # $OUT/log.txt; skipped, and said so, when under 20 s are left. Returns COMMAND's exit code.
 # `--foreground`: timeout signals COMMAND alone, once; without it, it signals COMMAND and then its
 # own process group, and a run took the pair of SIGTERMs as "stop at once" (docs/gpu/h200-20261128b).
+# BOUNDED_PREFIX=1 bounded ...: each output line is prefixed "[TAG] " (commands run side by side).
 bounded() {
   local tag=$1 seconds=$2; shift 2
   local left=$(( $(seconds_left) - 10 ))
@@ -55,7 +56,9 @@ bounded() {
     return 0
   fi
   echo "== $tag (up to ${seconds} s, $(date -u +%H:%M:%S))" | tee -a "$OUT/log.txt"
-  timeout --foreground -k 20 "$seconds" "$@" 2>&1 | grep -v -i warp | tee -a "$OUT/log.txt"
+  local prefix=""
+  [ -n "${BOUNDED_PREFIX:-}" ] && prefix="[$tag] "
+  timeout --foreground -k 20 "$seconds" "$@" 2>&1 | grep --line-buffered -v -i warp | sed -u "s|^|$prefix|" | tee -a "$OUT/log.txt"
   local status=${PIPESTATUS[0]}
   echo "$tag: exit $status" | tee -a "$OUT/log.txt"
   return "$status"
@@ -69,3 +72,14 @@ merge_json() {
 
 # dry PROFILE: the profile a dry run uses in its place (cheap to compile), else PROFILE itself.
 dry() { if [ "${DRY_RUN:-0}" = 1 ]; then echo "${DRY_PROFILE:-cartpole_swingup_sparse}"; else echo "$1"; fi; }
+
+# every SECONDS COMMAND...: COMMAND every SECONDS in the background (e.g. a report of the runs so
+# far, while they run) until `stop_every`, which lets a COMMAND under way finish first, so that
+# the next COMMAND never writes the same files at the same time (a `kill` would leave it running).
+every() {
+  local seconds=$1; shift
+  EVERY_STOP=$(mktemp -u)
+  ( ticks=0; while [ ! -e "$EVERY_STOP" ]; do sleep 1; (( ++ticks % seconds )) || [ -e "$EVERY_STOP" ] || "$@"; done ) &
+  EVERY_PID=$!
+}
+stop_every() { touch "$EVERY_STOP"; wait "$EVERY_PID" 2>/dev/null; rm -f "$EVERY_STOP"; }

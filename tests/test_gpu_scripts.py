@@ -57,7 +57,7 @@ def test_fast_script_dry_run_trains_reports_and_bundles(tmp_path):
 DRY_RUNS = {
     "trainer.sh": ["profile_ant_delayed_paper.json", "profile_ant_delayed_n4096.json", "profile_ant_delayed_n256.json"],
     "seeds.sh": ["bench_seeds_ant_delayed.json", "bench_seeds_reacher_hard.json"],
-    "reacher_table.sh": ["table.json", "results.md", "eval.jsonl", "metrics.jsonl", "summary.json"],
+    "reacher_table.sh": ["table.json", "summary.json", "results.md", "time_to_score.json", "reacher_table.tgz"],
     "latency.sh": ["profiles.json"],
     "env.sh": ["bench_ant.json", "bench_humanoid.json", "bench_hopper.json", "bench_ant_euler.json"],
     "metaworld.sh": ["metaworld.json"],
@@ -75,7 +75,8 @@ def test_every_device_script_has_a_dry_run_test():
 @pytest.mark.parametrize("script", list(DRY_RUNS))
 def test_device_script_dry_run(script, tmp_path):
     out = tmp_path / "out"
-    done = _dry_run(script, out)
+    table = {"TABLE": str(tmp_path / "table")} if script == "reacher_table.sh" else {}
+    done = _dry_run(script, out, **table)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     device = (out / "device.txt").read_text()
     assert "jax: " in device and "device: cpu" in device and "commit: " in device and "dry_run: 1" in device
@@ -93,6 +94,22 @@ def test_device_script_dry_run(script, tmp_path):
         assert rows["reacher_1"]["baseline"]["steady_state"]["env_steps_per_s"] > 0  # the before/after pair
     if script == "metaworld.sh":
         assert set(json.loads((out / "metaworld.json").read_text())) == {"mw_reach_ours", "mw_reach_no_barriers"}
+    if script == "reacher_table.sh":
+        # What rebuilds the report here: the run's config and logs, and its report, finished or not.
+        with tarfile.open(out / "reacher_table.tgz") as bundle:
+            names = bundle.getnames()
+        run = "runs/pbac_cartpole_swingup_sparse"
+        assert {f"{run}/config.json", f"{run}/eval.jsonl", f"{run}/summary.json", "call_report/results.md"} <= set(names), names
+        assert not any("checkpoints" in n for n in names)
+        rows = json.loads((out / "time_to_score.json").read_text())
+        assert [(row["method"], row["seeds"], row["score"]) for row in rows] == [("pbac", 2, 706.5), ("pbac", 2, 785.0)], rows
+        # Run again on the same TABLE, it continues the table (here finished: skipped, reported again).
+        again = _dry_run(script, tmp_path / "again", **table)
+        assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+        log = (tmp_path / "again" / "log.txt").read_text()
+        assert "continuing the table in " in log and "pbac_cartpole_swingup_sparse: finished" in log, log
+        assert "finished earlier, skipped" in log and "reacher_table: exit 0" in log, log
+        assert (tmp_path / "again" / "results.md").stat().st_size > 0
     if script == "tune.sh":
         # Every candidate of the block trained (two waves of two side by side) and is a column of its
         # own (the report's --by-run), at 90 % and 100 % of the score, with a row in the standing.

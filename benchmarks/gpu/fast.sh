@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # High-throughput PBAC on the MuJoCo tasks: the `<task>_fast` profiles (thousands of envs per
 # seed), SEEDS seeds in one program per task, return against wall-clock and the time to the
-# paper's score (docs/performance.md "Fast training"; ../shared/gpu/QUEUE.md item 3).
+# paper's score (docs/performance.md "Fast training"; ../shared/gpu/QUEUE.md item 5).
 #
 # On a lent GPU, one device call (`carry: [".whl"]`, timeout_s 600):
 #   COMMIT=<hash> bash benchmarks/gpu/fast.sh

@@ -76,6 +76,11 @@ class TrainConfig:
     """Replay capacity in transitions (a FIFO ring on the device)."""
     warmup_steps: int = 10_000
     """Env steps with uniform random actions and no updates before training."""
+    normalize_observations: bool = False
+    """Beyond the paper (off in its profiles): normalise every network input with the running mean
+    and variance of the training envs' observations, kept on the device, updated every vector
+    step, frozen for evaluation, saved in checkpoints (`mjx_pbac.normalization`; docs/design.md
+    "Recipe options beyond the paper"). Every algorithm supports it."""
     chunk_steps: int = 1_000
     """Env steps per jitted chunk, at most: warm-up, evaluations and checkpoints fall on its
     boundaries. Rounded up to a whole number of vector steps; the step counts below are rounded

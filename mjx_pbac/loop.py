@@ -21,6 +21,13 @@ exploration and env noise are its own; its config is one slice of the stacked me
 and its task's reward constants are in `TrainState.task`. Over several devices (and hosts) the
 member axis is sharded (`mjx_pbac.devices`): each device runs this program on its own members.
 
+Observation normalisation (`TrainConfig.normalize_observations`, beyond the paper; off in its
+profiles): the running moments of the training envs' observations (`mjx_pbac.normalization`)
+live in `TrainState.obs_moments`, are updated with the observations of every vector step
+(warm-up included), and every network input is normalised with them: acting, both observations
+of each minibatch (the buffer holds raw ones), the disagreement metrics and evaluation (which
+never updates them).
+
 The loop knows no algorithm: what an algorithm keeps between env steps to act (PBAC's posterior
 sampling: each instance's active head and counter) is its `acting` state, advanced by
 `Algorithm.acting.step` before each action, and what each gradient step needs from it (the head
@@ -49,7 +56,7 @@ from flax import struct
 from jax.sharding import Mesh, PartitionSpec
 
 from envs.wrappers import wrap_for_training
-from mjx_pbac import replay
+from mjx_pbac import normalization, replay
 from mjx_pbac.algos.base import AgentState, Algorithm, stack_configs
 from mjx_pbac.config import Schedule, TrainConfig
 from mjx_pbac.devices import AXIS
@@ -67,6 +74,9 @@ class TrainState:
     acting: Any
     """The algorithm's acting state (`Algorithm.acting`; posterior sampling's active heads and
     counters, None for algorithms that need none)."""
+    obs_moments: normalization.RunningMoments | None
+    """Running moments of the training observations, which normalise every network input
+    (`TrainConfig.normalize_observations`); None when the option is off."""
     task: Any
     """This member's task constants (`env.task_params()`, e.g. a locomotion reward's delay
     threshold and weights), so tasks that share a robot are members of one program; None for
@@ -144,6 +154,7 @@ def make_trainer(train: TrainConfig, env: Env, algorithm: Algorithm, donate: boo
             buffer=replay.init(train.buffer_size, env.observation_size, action_size),
             env_state=wrap_for_training(env_of(task), num_envs).reset(env_key),
             acting=algorithm.acting.init(acting_key, config, num_envs),
+            obs_moments=normalization.init(env.observation_size) if train.normalize_observations else None,
             task=task,
             seed=jp.asarray(seed, jp.int32),
             key=key,
@@ -157,8 +168,11 @@ def make_trainer(train: TrainConfig, env: Env, algorithm: Algorithm, donate: boo
         key, acting_key, action_key = jax.random.split(state.key, 3)
         env_state = state.env_state
         acting = algorithm.acting.step(state.acting, env_state.info["steps"], acting_key)
+        moments = state.obs_moments
+        if moments is not None:
+            moments = normalization.update(moments, env_state.obs)
         if learned:
-            action = algorithm.act(state.agent, acting, env_state.obs, action_key)
+            action = algorithm.act(state.agent, acting, normalization.normalize(moments, env_state.obs), action_key)
         else:
             action = jax.random.uniform(action_key, (num_envs, action_size), minval=-1.0, maxval=1.0)
         next_state = wrap_for_training(env_of(state.task), num_envs).step(env_state, action)
@@ -191,6 +205,7 @@ def make_trainer(train: TrainConfig, env: Env, algorithm: Algorithm, donate: boo
             buffer=replay.insert(state.buffer, transition),
             env_state=next_state,
             acting=acting,
+            obs_moments=moments,
             key=key,
             env_steps=state.env_steps + num_envs,
         )
@@ -201,6 +216,7 @@ def make_trainer(train: TrainConfig, env: Env, algorithm: Algorithm, donate: boo
         steps are unrolled: one straight run of kernels per vector step, no loop."""
         key, sample_key, context_key, update_key = jax.random.split(state.key, 4)
         batches = replay.sample(state.buffer, sample_key, updates * train.batch_size)
+        batches = normalized_batch(state.obs_moments, batches)
         batches = jax.tree.map(lambda x: x.reshape(updates, train.batch_size, *x.shape[1:]), batches)
         contexts = None
         if algorithm.acting.update_context is not None:
@@ -246,7 +262,7 @@ def make_trainer(train: TrainConfig, env: Env, algorithm: Algorithm, donate: boo
         # Disagreement at the chunk's end, on stored states; its keys fold off the member's key
         # without advancing it, so training draws the same numbers with or without it.
         sample_key, pair_key = jax.random.split(jax.random.fold_in(state.key, 0x5D))
-        obs = replay.sample(state.buffer, sample_key, train.batch_size).obs
+        obs = normalization.normalize(state.obs_moments, replay.sample(state.buffer, sample_key, train.batch_size).obs)
         metrics.update(disagreement_metrics(algorithm, state.agent, obs, pair_key))
         return state, metrics
 
@@ -264,7 +280,7 @@ def make_trainer(train: TrainConfig, env: Env, algorithm: Algorithm, donate: boo
 
         def step(carry, _):
             env_state, returns, lengths, alive = carry
-            action = algorithm.eval_act(state.agent, env_state.obs)
+            action = algorithm.eval_act(state.agent, normalization.normalize(state.obs_moments, env_state.obs))
             env_state = jax.vmap(member_env.step)(env_state, action)
             returns = returns + jp.where(alive, env_state.reward, 0.0)
             lengths = lengths + alive.astype(jp.int32)
@@ -307,6 +323,13 @@ def make_trainer(train: TrainConfig, env: Env, algorithm: Algorithm, donate: boo
         schedule=schedule,
         chunk_program=chunk_program,
     )
+
+
+def normalized_batch(moments: normalization.RunningMoments | None, batch: replay.Transition) -> replay.Transition:
+    """`batch` with both of its observations normalised by `moments` (itself without them)."""
+    if moments is None:
+        return batch
+    return batch.replace(obs=normalization.normalize(moments, batch.obs), next_obs=normalization.normalize(moments, batch.next_obs))
 
 
 def over_members(fn: Callable, in_axes: tuple) -> Callable:

@@ -6,19 +6,28 @@ K on a leading parameter axis, and a shared-trunk actor with K heads (squashed G
 
 Kernels and biases are initialised like PyTorch's default `nn.Linear`, U(+-1/sqrt(fan_in)), so
 that results compare with the authors' code.
+
+`layer_norm` chooses the normalisation of every hidden layer: "plain" is the paper's (no scale, no
+bias); "affine" learns a scale and a bias per unit (Flax's and PyTorch's LayerNorm defaults, the
+layer-norm critics of FastSAC and MuJoCo Playground's SAC); "none" drops it (a plain CReLU MLP).
+Only "plain" is the paper's network (docs/design.md "Recipe options beyond the paper").
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import NamedTuple
+from typing import Literal, NamedTuple
 
 import flax.linen as nn
 import jax
 import jax.numpy as jp
 
 LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0
+
+LayerNormChoice = Literal["plain", "affine", "none"]
+"""The hidden layers' normalisation: the paper's LayerNorm without scale and bias, one with a
+learned scale and bias, or none (see the module docstring)."""
 
 
 def crelu(x: jax.Array) -> jax.Array:
@@ -46,16 +55,20 @@ class TorchDense(nn.Module):
 
 
 class MLP(nn.Module):
-    """Dense -> LayerNorm (no scale, no bias, eps 1e-5) -> CReLU per hidden size, then Dense(out)."""
+    """Dense -> LayerNorm (eps 1e-5; the paper's has no scale and no bias) -> CReLU per hidden
+    size, then Dense(out)."""
 
     hidden_sizes: tuple[int, ...]
     out_size: int
+    layer_norm: LayerNormChoice = "plain"
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
+        affine = self.layer_norm == "affine"
         for width in self.hidden_sizes:
             x = TorchDense(width)(x)
-            x = nn.LayerNorm(epsilon=1e-5, use_scale=False, use_bias=False)(x)
+            if self.layer_norm != "none":
+                x = nn.LayerNorm(epsilon=1e-5, use_scale=affine, use_bias=affine)(x)
             x = crelu(x)
         return TorchDense(self.out_size)(x)
 
@@ -73,10 +86,12 @@ class CriticEnsemble(NamedTuple):
     apply_per_member: Callable
 
 
-def make_critic_ensemble(num_critics: int, hidden_sizes: tuple[int, ...], outputs: int = 1) -> CriticEnsemble:
+def make_critic_ensemble(
+    num_critics: int, hidden_sizes: tuple[int, ...], outputs: int = 1, layer_norm: LayerNormChoice = "plain"
+) -> CriticEnsemble:
     """K critics with one output each (q [K, B]) or `outputs` > 1 each (e.g. BEN's mean and
     log-variance: [K, B, outputs])."""
-    mlp = MLP(hidden_sizes, outputs)
+    mlp = MLP(hidden_sizes, outputs, layer_norm)
 
     def single(params, obs, action):
         out = mlp.apply(params, jp.concatenate([obs, action], axis=-1))
@@ -103,11 +118,13 @@ class Actor(NamedTuple):
     deterministic: bool
 
 
-def make_actor(num_heads: int, hidden_sizes: tuple[int, ...], action_size: int, deterministic: bool) -> Actor:
+def make_actor(
+    num_heads: int, hidden_sizes: tuple[int, ...], action_size: int, deterministic: bool, layer_norm: LayerNormChoice = "plain"
+) -> Actor:
     per_head = action_size if deterministic else 2 * action_size
     # One Dense(K * per_head) after the trunk is K independent linear heads: head k owns its
     # columns of the kernel, all with the same fan-in.
-    mlp = MLP(hidden_sizes, num_heads * per_head)
+    mlp = MLP(hidden_sizes, num_heads * per_head, layer_norm)
 
     def apply(params, obs):
         out = mlp.apply(params, obs).reshape(obs.shape[:-1] + (num_heads, per_head))

@@ -334,6 +334,15 @@ def config_differences(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
     return differing
 
 
+def _with_defaults(stored: dict[str, Any]) -> dict[str, Any]:
+    """A config record as this version writes it: options added since it was written take their
+    defaults (the options' "off"); a record this version cannot read is returned as it is."""
+    try:
+        return json.loads(json.dumps(config_to_dict(config_from_dict(stored))))
+    except (ValueError, TypeError):
+        return stored
+
+
 def _preflight(config: RunConfig) -> dict[str, Any]:
     """Refuses, before anything is written, a run that cannot fit the device's memory; returns
     the estimate for config.json."""
@@ -669,7 +678,13 @@ class _Run:
         """(state, iterations done, whether the evaluation due there was run) from the newest
         usable checkpoint, its clocks continued in `self.clocks`; with none, the run starts
         again from step 0 with its earlier outputs set aside in RUN_DIR/attempts/N."""
-        found = checkpoint.restore_newest(self.checkpoint_dir, self.layout.host_template(template), warn=self._say)
+        template_leaves = jax.tree.leaves(template)
+        found = checkpoint.restore_newest(
+            self.checkpoint_dir,
+            self.layout.host_template(template),
+            warn=self._say,
+            fill=lambda i: self.layout.gather(template_leaves[i]),  # leaves newer than the checkpoint: this run's values
+        )
         if found is None:
             aside = self._set_aside_outputs()
             where = f" (the earlier attempt's logs are kept in {aside})" if aside else ""
@@ -680,6 +695,7 @@ class _Run:
         host_state, metadata, path = found
         stored = metadata.get("config")
         if stored is not None:
+            stored = _with_defaults(stored)  # options added since it was written read as their defaults
             current = json.loads(json.dumps(config_to_dict(self.config)))
             # Only what this run trains: sections of other algorithms (or ones added since) do not count.
             trained = ("train", "algo", self.config.algo)

@@ -70,11 +70,14 @@ def check_numbers(config: Any) -> None:
 
 
 def check_actor_critic(config: Any) -> None:
-    """The checks every actor-critic config shares: widths, discount, Polyak rate."""
+    """The checks every actor-critic config shares: widths, discount, Polyak rate, weight decay,
+    the hidden layers' normalisation."""
     widths = config.hidden_sizes
     require(len(widths) >= 1 and all(h >= 1 for h in widths), f"hidden_sizes must be positive widths, got {widths}")
     require(0.0 <= config.gamma < 1.0, f"gamma must lie in [0, 1), got {config.gamma}")
     require(0.0 < config.tau <= 1.0, f"tau must lie in (0, 1], got {config.tau}")
+    require(0.0 <= config.weight_decay < 1.0, f"weight_decay must lie in [0, 1) (AdamW's decoupled decay per unit of learning rate), got {config.weight_decay}")
+    check_choice(config, "layer_norm")
 
 
 def check_positive(config: Any, *names: str) -> None:

@@ -24,8 +24,10 @@ def test_registry_names_every_algorithm_and_its_sweepable_knobs():
     """Every registered name builds an algorithm that initialises and acts; its sweepable fields
     are exactly its config's knobs; an unknown name is refused with the valid ones."""
     assert algos.NAMES == ("pbac", "sac", "bootdqn_p", "drnd", "ben", "td3") == ALGORITHMS
-    assert algos.sweepable("sac") == ("tau", "critic_lr", "actor_lr", "alpha_lr")
-    assert algos.sweepable("drnd") == ("tau", "critic_lr", "actor_lr", "alpha_lr", "predictor_lr", "bonus_scale", "sign")
+    assert algos.sweepable("sac") == ("gamma", "tau", "critic_lr", "actor_lr", "alpha_lr", "weight_decay")
+    assert algos.sweepable("drnd") == (
+        "gamma", "tau", "critic_lr", "actor_lr", "alpha_lr", "weight_decay", "predictor_lr", "bonus_scale", "sign"
+    )
     with pytest.raises(ValueError, match=r"unknown algorithm 'pbca' \(did you mean pbac\?\); valid: pbac, sac, bootdqn_p, drnd, ben, td3"):
         algos.module("pbca")
     for name in algos.NAMES:

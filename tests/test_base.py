@@ -84,8 +84,8 @@ def test_posterior_sampling_state_and_target_heads():
 def test_config_pytree_has_knobs_as_leaves_and_fixed_fields_static():
     config = pbac.Config(num_critics=3, tau=0.01, use_coherence=False)
     leaves, _treedef = jax.tree.flatten(config)
-    assert len(leaves) == len(knob_names(pbac.Config)) == 11
-    assert knob_names(pbac.Config)[:3] == ("tau", "bootstrap_rate", "posterior_sampling_rate")
+    assert len(leaves) == len(knob_names(pbac.Config)) == 13
+    assert knob_names(pbac.Config)[:4] == ("gamma", "tau", "bootstrap_rate", "posterior_sampling_rate")
     as_traced = traced(config)
     assert as_traced.tau.dtype == jp.float32 and float(as_traced.tau) == np.float32(0.01)
     assert as_traced.posterior_sampling_rate.dtype == jp.int32
@@ -101,7 +101,7 @@ def test_stack_configs_stacks_knobs_and_refuses_differing_fixed_fields():
     assert stacked.bootstrap_rate.shape == (2,) and stacked.num_critics == 10
     one = jax.tree.map(lambda leaf: leaf[1], stacked)
     assert float(one.bootstrap_rate) == np.float32(0.3)
-    with pytest.raises(ValueError, match=r"num_critics differs between members \(10 vs 4\).*members may differ in: tau, "):
+    with pytest.raises(ValueError, match=r"num_critics differs between members \(10 vs 4\).*members may differ in: gamma, tau, "):
         stack_configs([pbac.Config(), pbac.Config(num_critics=4)])
 
 

@@ -14,6 +14,7 @@ import jax
 import jax.numpy as jp
 import numpy as np
 import pytest
+from flax import struct
 
 from mjx_pbac import checkpoint, runner
 from mjx_pbac.config import load_profile
@@ -52,7 +53,7 @@ def test_a_checkpoint_from_before_the_algos_layout_is_refused_with_the_reason(tm
     with pytest.raises(checkpoint.CheckpointMismatch) as refused:
         checkpoint.restore(path, _state())
     message = str(refused.value)
-    assert "has format 1 and this version reads format 2" in message
+    assert f"has format 1 and this version reads format {checkpoint.FORMAT}" in message
     assert f"git checkout {checkpoint.FORMAT_1_WRITER}" in message and "start a new run" in message
     # restore_newest raises it rather than passing the file by as damaged
     with pytest.raises(checkpoint.CheckpointMismatch):
@@ -72,6 +73,84 @@ def test_a_state_of_another_shape_is_refused(tmp_path):
     fewer = {"key": jax.random.key(0)}
     with pytest.raises(checkpoint.CheckpointMismatch, match="holds 3 arrays but this config's training state has 1"):
         checkpoint.restore(path, fewer)
+
+
+@struct.dataclass
+class _Config:
+    tau: jax.Array
+    gamma: jax.Array
+    weight_decay: jax.Array
+
+
+@struct.dataclass
+class _Agent:
+    config: _Config
+    w: jax.Array
+
+
+@struct.dataclass
+class _Train:
+    agent: _Agent
+    obs_moments: object
+    step: jax.Array
+
+
+def _train_state(gamma=0.99, weight_decay=0.0, moments=None):
+    config = _Config(tau=jp.float32(0.005), gamma=jp.float32(gamma), weight_decay=jp.float32(weight_decay))
+    return _Train(agent=_Agent(config=config, w=jp.arange(4.0)), obs_moments=moments, step=jp.int32(3))
+
+
+def _as_format_2(path):
+    """Rewrites a checkpoint as format 2 wrote it: no paths, and none of the leaves added since."""
+    with np.load(path) as data:
+        arrays = {name: data[name] for name in data.files}
+    record = json.loads(bytes(arrays.pop("__metadata__")).decode())
+    kept = [i for i, name in enumerate(record.pop("paths")) if not name.endswith(checkpoint.ADDED_SINCE[2])]
+    leaves = {f"leaf_{j:05d}": arrays[f"leaf_{i:05d}"] for j, i in enumerate(kept)}
+    record.update(format=2, num_leaves=len(kept), crc32=[record["crc32"][i] for i in kept])
+    leaves["__metadata__"] = np.frombuffer(json.dumps(record).encode(), dtype=np.uint8)
+    with open(path, "wb") as handle:
+        np.savez(handle, **leaves)
+
+
+def test_a_checkpoint_names_its_leaves_and_one_from_before_the_new_knobs_restores_with_the_runs_values(tmp_path):
+    saved = _train_state(gamma=0.97)
+    path = checkpoint.save(tmp_path, saved, env_steps=100, metadata={})
+    assert checkpoint.read_metadata(path)["paths"] == [
+        ".agent.config.tau", ".agent.config.gamma", ".agent.config.weight_decay", ".agent.w", ".step"
+    ]
+    _as_format_2(path)
+    # The run's own values (its config) fill what the checkpoint predates; the rest is the file's.
+    template = _train_state(gamma=0.95, weight_decay=0.0)
+    restored, metadata = checkpoint.restore(path, template)
+    assert metadata["format"] == 2
+    assert float(restored.agent.config.gamma) == np.float32(0.95) and float(restored.agent.config.weight_decay) == 0.0
+    np.testing.assert_array_equal(restored.agent.w, saved.agent.w)
+    # Shapes only (as a resume restores): the values come from `fill`, by the template's leaf index.
+    shapes = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), template)
+    restored, _ = checkpoint.restore(path, shapes, fill=lambda i: np.float32(0.5 + i))
+    assert float(restored.agent.config.gamma) == 1.5 and float(restored.agent.config.weight_decay) == 2.5
+    with pytest.raises(checkpoint.CheckpointMismatch, match=r"predates \.agent\.config\.gamma and nothing gives its value"):
+        checkpoint.restore(path, shapes)
+
+
+def test_normalisation_statistics_missing_or_unexpected_are_refused_in_one_line(tmp_path):
+    from mjx_pbac import normalization
+
+    plain = checkpoint.save(tmp_path / "plain", _train_state(), env_steps=100, metadata={})
+    normalised = _train_state(moments=normalization.init(3))
+    with pytest.raises(checkpoint.CheckpointMismatch) as refused:
+        checkpoint.restore(plain, normalised)
+    assert "holds no observation-normalisation statistics, which this run expects" in str(refused.value)
+    assert "\n" not in str(refused.value)
+    _as_format_2(plain)  # an older run's checkpoint: the same refusal
+    with pytest.raises(checkpoint.CheckpointMismatch, match="holds no observation-normalisation statistics"):
+        checkpoint.restore(plain, normalised)
+    with_moments = checkpoint.save(tmp_path / "normalised", normalised, env_steps=100, metadata={})
+    with pytest.raises(checkpoint.CheckpointMismatch, match="holds observation-normalisation statistics but this run does not"):
+        checkpoint.restore(with_moments, _train_state())
+    restored, _ = checkpoint.restore(with_moments, _train_state(moments=normalization.init(3)))
+    assert float(restored.obs_moments.count) == 0.0
 
 
 @pytest.mark.slow

@@ -311,6 +311,32 @@ def test_more_steps_on_resume_only_through_the_option_and_recorded(tmp_path, fin
 
 
 @pytest.mark.slow
+def test_a_run_directory_from_before_the_recipe_options_resumes_as_it_was(tmp_path, finished_run):
+    """config.json without the options added since (normalize_observations, weight_decay,
+    layer_norm) and format-2 checkpoints (no leaf paths, no gamma or weight-decay leaves): the
+    run resumes with the options off and continues as the uninterrupted run does."""
+    from tests.test_checkpoint import _as_format_2
+
+    run_dir = _copy(finished_run, tmp_path / "older")
+    record = json.loads((run_dir / "config.json").read_text())
+    for section, names in (("train", ("normalize_observations",)), *((algo, ("weight_decay", "layer_norm")) for algo in ("pbac", "sac", "bootdqn_p", "ben", "td3"))):
+        for name in names:
+            del record["config"][section][name]
+    record["config_sha256"] = runner.config_digest(record["config"])
+    (run_dir / "config.json").write_text(json.dumps(record))
+    for path in checkpoint.list_checkpoints(run_dir / "checkpoints"):
+        _as_format_2(path)
+        with np.load(path) as data:
+            metadata = json.loads(bytes(data["__metadata__"]).decode())
+        assert metadata["format"] == 2
+    code, err = _cli(["--resume", str(run_dir), "--train.total-steps", "5000", "--train.progress", "False"])
+    assert code == 0, err
+    assert "resuming" in err and "step_000004000.npz" in err
+    assert json.loads((run_dir / "summary.json").read_text())["status"] == "finished"
+    assert checkpoint.read_metadata(checkpoint.latest(run_dir / "checkpoints"))["format"] == checkpoint.FORMAT
+
+
+@pytest.mark.slow
 def test_a_checkpoint_of_other_settings_is_refused_on_resume(tmp_path, finished_run):
     run_dir = _copy(finished_run, tmp_path / "swapped")
     for name in ("config.json",):

@@ -251,11 +251,30 @@ def adam_state(params: Any, learning_rate: Any) -> optax.OptState:
     return adam(learning_rate=learning_rate).init(params)
 
 
-def gradient_step(objective: Callable[[Any], tuple[jax.Array, Any]], params: Any, opt_state: optax.OptState):
-    """One Adam step on `objective(params) -> (loss, aux)`: (params, opt_state, loss, aux)."""
+def gradient_step(
+    objective: Callable[[Any], tuple[jax.Array, Any]], params: Any, opt_state: optax.OptState, weight_decay: Any = None
+):
+    """One Adam step on `objective(params) -> (loss, aux)`: (params, opt_state, loss, aux).
+
+    With `weight_decay` (a member's traced knob; None for none), the step is AdamW's (Loshchilov
+    and Hutter 2019; `optax.adamw`, PyTorch's `AdamW`): decoupled weight decay on every parameter,
+    params <- params - lr (adam_direction + weight_decay params), with the learning rate the
+    state holds. A weight decay of 0 leaves every parameter as Adam's step does."""
     (loss, aux), grads = jax.value_and_grad(objective, has_aux=True)(params)
     updates, opt_state = _adam_update(grads, opt_state, params)
+    if weight_decay is not None:
+        decay = opt_state.hyperparams["learning_rate"] * weight_decay
+        updates = jax.tree.map(lambda update, param: update - decay * param, updates, params)
     return optax.apply_updates(params, updates), opt_state, loss, aux
+
+
+def weight_decay_rule(config: Any) -> Callable[[Any], Any]:
+    """decay(member_config) -> the `weight_decay` to pass `gradient_step`: the member's traced knob
+    when any member of the program (`config`: every member's stacked, as `make` receives them) has
+    a non-zero one, else None, so that the paper's programs (no decay anywhere) hold no decay ops."""
+    if bool(np.any(np.asarray(config.weight_decay) != 0)):
+        return lambda member: member.weight_decay
+    return lambda member: None
 
 
 def polyak(target: Any, online: Any, tau: jax.Array) -> Any:

@@ -58,9 +58,10 @@ from mjx_pbac.algos.base import (
     polyak,
     traced,
     update_metrics,
+    weight_decay_rule,
 )
 from mjx_pbac.losses import huber
-from mjx_pbac.networks import make_actor, make_critic_ensemble
+from mjx_pbac.networks import LayerNormChoice, make_actor, make_critic_ensemble
 from mjx_pbac.replay import Transition
 from mjx_pbac.schema import check_actor_critic, check_numbers, check_positive, require
 
@@ -76,7 +77,7 @@ class Config:
     """K: K - 1 heteroscedastic critics plus the one deterministic critic."""
     hidden_sizes: tuple[int, ...] = (256, 256)
     """Widths of the Dense layers of every MLP (LayerNorm + CReLU after each)."""
-    gamma: float = 0.99
+    gamma: float = knob(0.99)
     """Discount factor."""
     tau: float = knob(0.005)
     """Polyak rate of the heteroscedastic target critics."""
@@ -90,6 +91,13 @@ class Config:
     """Adam learning rate of the critics (the ensemble and the deterministic one)."""
     actor_lr: float = knob(3e-4)
     """Adam learning rate of the actor."""
+    weight_decay: float = knob(0.0)
+    """AdamW's decoupled weight decay of the critics' and the actor's parameters, per unit of
+    learning rate (`base.gradient_step`); 0 is Adam, the paper's (docs/design.md "Recipe options
+    beyond the paper")."""
+    layer_norm: LayerNormChoice = "plain"
+    """Normalisation of every hidden layer (`networks.MLP`): "plain" the paper's LayerNorm without
+    scale and bias, "affine" with a learned scale and bias, "none" without LayerNorm."""
 
     def __post_init__(self) -> None:
         check_numbers(self)
@@ -170,9 +178,10 @@ class State:
 
 def make(config: Config, obs_size: int, action_size: int) -> Algorithm:
     num_ensemble = config.num_critics - 1
-    ensemble = make_critic_ensemble(num_ensemble, config.hidden_sizes, outputs=2)
-    deterministic = make_critic_ensemble(1, config.hidden_sizes)
-    actor = make_actor(1, config.hidden_sizes, action_size, deterministic=True)
+    ensemble = make_critic_ensemble(num_ensemble, config.hidden_sizes, outputs=2, layer_norm=config.layer_norm)
+    deterministic = make_critic_ensemble(1, config.hidden_sizes, layer_norm=config.layer_norm)
+    actor = make_actor(1, config.hidden_sizes, action_size, deterministic=True, layer_norm=config.layer_norm)
+    decay = weight_decay_rule(config)
 
     def moments(params, obs, action):
         """(mean, log_var) [M, B] of the heteroscedastic critics."""
@@ -225,7 +234,7 @@ def make(config: Config, obs_size: int, action_size: int) -> Algorithm:
             return kl_loss + q_loss, {**aux, "kl": kl_loss, "deterministic_loss": q_loss, "deterministic_q_mean": jp.mean(q)}
 
         critic_params, critic_opt_state, critic_value, critic_aux = gradient_step(
-            critic_objective, state.critic_params, state.critic_opt_state
+            critic_objective, state.critic_params, state.critic_opt_state, decay(config)
         )
 
         # 2. actor: maximise the (just updated) deterministic critic
@@ -233,7 +242,7 @@ def make(config: Config, obs_size: int, action_size: int) -> Algorithm:
             return -jp.mean(deterministic.apply(critic_params["deterministic"], batch.obs, policy(params, batch.obs))), None
 
         actor_params, actor_opt_state, actor_value, _ = gradient_step(
-            actor_objective, state.actor_params, state.actor_opt_state
+            actor_objective, state.actor_params, state.actor_opt_state, decay(config)
         )
 
         # 3. Polyak (heteroscedastic critics only)

@@ -56,9 +56,10 @@ from mjx_pbac.algos.base import (
     posterior_sampling,
     traced,
     update_metrics,
+    weight_decay_rule,
 )
 from mjx_pbac.losses import huber
-from mjx_pbac.networks import Actor, CriticEnsemble, make_actor, make_critic_ensemble
+from mjx_pbac.networks import Actor, CriticEnsemble, LayerNormChoice, make_actor, make_critic_ensemble
 from mjx_pbac.replay import Transition
 from mjx_pbac.schema import check_actor_critic, check_numbers, check_positive, require
 
@@ -73,7 +74,7 @@ class Config:
     """K: critics (each with its own fixed prior network) and actor heads."""
     hidden_sizes: tuple[int, ...] = (256, 256)
     """Widths of the Dense layers of every MLP (LayerNorm + CReLU after each)."""
-    gamma: float = 0.99
+    gamma: float = knob(0.99)
     """Discount factor."""
     tau: float = knob(0.005)
     """Polyak rate of the target critics (the priors never change)."""
@@ -89,6 +90,13 @@ class Config:
     """Adam learning rate of the trainable critics f_k."""
     actor_lr: float = knob(3e-4)
     """Adam learning rate of the actor."""
+    weight_decay: float = knob(0.0)
+    """AdamW's decoupled weight decay of the critics' and the actor's parameters, per unit of
+    learning rate (`base.gradient_step`); 0 is Adam, the paper's (docs/design.md "Recipe options
+    beyond the paper")."""
+    layer_norm: LayerNormChoice = "plain"
+    """Normalisation of every hidden layer (`networks.MLP`): "plain" the paper's LayerNorm without
+    scale and bias, "affine" with a learned scale and bias, "none" without LayerNorm."""
 
     def __post_init__(self) -> None:
         check_numbers(self)
@@ -137,8 +145,8 @@ class BootDQNPNetworks(NamedTuple):
 
 def make_networks(config: Config, action_size: int) -> BootDQNPNetworks:
     return BootDQNPNetworks(
-        critic=make_critic_ensemble(config.num_critics, config.hidden_sizes),
-        actor=make_actor(config.num_critics, config.hidden_sizes, action_size, deterministic=True),
+        critic=make_critic_ensemble(config.num_critics, config.hidden_sizes, layer_norm=config.layer_norm),
+        actor=make_actor(config.num_critics, config.hidden_sizes, action_size, deterministic=True, layer_norm=config.layer_norm),
     )
 
 
@@ -196,6 +204,7 @@ def bootdqn_targets(networks: BootDQNPNetworks, state: State, batch: Transition,
 def make(config: Config, obs_size: int, action_size: int) -> Algorithm:
     networks = make_networks(config, action_size)
     critic, actor = networks
+    decay = weight_decay_rule(config)
 
     def init(key: jax.Array, member: Config) -> State:
         """Parameters, priors, targets and optimiser states of a member with config `member`."""
@@ -236,7 +245,7 @@ def make(config: Config, obs_size: int, action_size: int) -> Algorithm:
             return bootdqn_critic_loss(q, y, mask, huber_delta=config.huber_delta)
 
         critic_params, critic_opt_state, critic_value, critic_aux = gradient_step(
-            critic_objective, state.critic_params, state.critic_opt_state
+            critic_objective, state.critic_params, state.critic_opt_state, decay(config)
         )
 
         # 2. actor: head k scored by (the just updated) Q_k = f_k + beta p_k
@@ -246,7 +255,7 @@ def make(config: Config, obs_size: int, action_size: int) -> Algorithm:
             return -jp.mean(q), None
 
         actor_params, actor_opt_state, actor_value, _ = gradient_step(
-            actor_objective, state.actor_params, state.actor_opt_state
+            actor_objective, state.actor_params, state.actor_opt_state, decay(config)
         )
 
         # 3. Polyak (f only)

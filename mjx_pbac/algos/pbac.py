@@ -42,8 +42,9 @@ from mjx_pbac.algos.base import (
     temperature_step,
     traced,
     update_metrics,
+    weight_decay_rule,
 )
-from mjx_pbac.networks import Actor, make_actor, make_critic_ensemble, squashed_gaussian_sample
+from mjx_pbac.networks import Actor, LayerNormChoice, make_actor, make_critic_ensemble, squashed_gaussian_sample
 from mjx_pbac.replay import Transition
 from mjx_pbac.schema import check_actor_critic, check_choice, check_numbers, check_positive, require
 
@@ -57,7 +58,7 @@ class Config:
     """K: critics in the ensemble and heads of the actor."""
     hidden_sizes: tuple[int, ...] = (256, 256)
     """Widths of the Dense layers of every MLP (each followed by LayerNorm and CReLU, which doubles it)."""
-    gamma: float = 0.99
+    gamma: float = knob(0.99)
     """Discount factor."""
     tau: float = knob(0.005)
     """Polyak rate of the target critics."""
@@ -88,6 +89,13 @@ class Config:
     prior_scale: float = knob(0.0)
     """beta: beyond the paper, each critic gets a fixed random prior network as BootDQN-P's,
     Q_k = f_k + beta p_k; 0 (the paper's PBAC) builds none."""
+    weight_decay: float = knob(0.0)
+    """AdamW's decoupled weight decay of the critics' and the actor's parameters, per unit of
+    learning rate (`base.gradient_step`); 0 is Adam, the paper's (docs/design.md "Recipe options
+    beyond the paper")."""
+    layer_norm: LayerNormChoice = "plain"
+    """Normalisation of every hidden layer (`networks.MLP`): "plain" the paper's LayerNorm without
+    scale and bias, "affine" with a learned scale and bias, "none" without LayerNorm."""
 
     def __post_init__(self) -> None:
         check_numbers(self)
@@ -135,8 +143,9 @@ def make(config: Config, obs_size: int, action_size: int) -> Algorithm:
     """PBAC for members whose configs are `config` (a member's, or all members' stacked: the
     critics' fixed priors are built when any member has prior_scale != 0)."""
     prior_networks = bool(np.any(np.asarray(config.prior_scale) != 0))
-    critic = make_critic_ensemble(config.num_critics, config.hidden_sizes)
-    actor = make_actor(config.num_critics, config.hidden_sizes, action_size, config.actor == "deterministic")
+    critic = make_critic_ensemble(config.num_critics, config.hidden_sizes, layer_norm=config.layer_norm)
+    actor = make_actor(config.num_critics, config.hidden_sizes, action_size, config.actor == "deterministic", config.layer_norm)
+    decay = weight_decay_rule(config)
     soft = config.actor == "soft"
     target_entropy = -float(action_size)
 
@@ -212,7 +221,7 @@ def make(config: Config, obs_size: int, action_size: int) -> Algorithm:
             )
 
         critic_params, critic_opt_state, critic_value, critic_aux = gradient_step(
-            critic_objective, state.critic_params, state.critic_opt_state
+            critic_objective, state.critic_params, state.critic_opt_state, decay(config)
         )
 
         # 2. actor: head k scored by (the just updated) critic k
@@ -222,7 +231,7 @@ def make(config: Config, obs_size: int, action_size: int) -> Algorithm:
             return losses.soft_actor_loss(q, log_prob, alpha), log_prob
 
         actor_params, actor_opt_state, actor_value, log_prob = gradient_step(
-            actor_objective, state.actor_params, state.actor_opt_state
+            actor_objective, state.actor_params, state.actor_opt_state, decay(config)
         )
 
         # 3. temperature

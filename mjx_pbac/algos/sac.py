@@ -52,9 +52,10 @@ from mjx_pbac.algos.base import (
     temperature_step,
     traced,
     update_metrics,
+    weight_decay_rule,
 )
 from mjx_pbac.losses import huber
-from mjx_pbac.networks import make_actor, make_critic_ensemble, squashed_gaussian_sample
+from mjx_pbac.networks import LayerNormChoice, make_actor, make_critic_ensemble, squashed_gaussian_sample
 from mjx_pbac.replay import Transition
 from mjx_pbac.schema import check_actor_critic, check_numbers, check_positive, require
 
@@ -68,7 +69,7 @@ class Config:
     """Critics whose minimum forms targets and the actor's objective."""
     hidden_sizes: tuple[int, ...] = (256, 256)
     """Widths of the Dense layers of every MLP (LayerNorm + CReLU after each)."""
-    gamma: float = 0.99
+    gamma: float = knob(0.99)
     """Discount factor."""
     tau: float = knob(0.005)
     """Polyak rate of the target critics."""
@@ -82,6 +83,13 @@ class Config:
     """Adam learning rate of log alpha."""
     init_log_alpha: float = 0.0
     """Initial log temperature."""
+    weight_decay: float = knob(0.0)
+    """AdamW's decoupled weight decay of the critics' and the actor's parameters, per unit of
+    learning rate (`base.gradient_step`); 0 is Adam, the paper's (docs/design.md "Recipe options
+    beyond the paper")."""
+    layer_norm: LayerNormChoice = "plain"
+    """Normalisation of every hidden layer (`networks.MLP`): "plain" the paper's LayerNorm without
+    scale and bias, "affine" with a learned scale and bias, "none" without LayerNorm."""
 
     def __post_init__(self) -> None:
         check_numbers(self)  # a subclass's own fields too (DRND's)
@@ -154,8 +162,9 @@ def make(config: Config, obs_size: int, action_size: int, next_bonus: NextBonus 
     """SAC; with `next_bonus`, its value is added to the next state's value in the targets and its
     mean reported as `target_bonus_mean` (how DRND builds on SAC). The state may be any
     subclass of `State` (DRND's): `update` passes extra fields through."""
-    critic = make_critic_ensemble(config.num_critics, config.hidden_sizes)
-    actor = make_actor(1, config.hidden_sizes, action_size, deterministic=False)
+    critic = make_critic_ensemble(config.num_critics, config.hidden_sizes, layer_norm=config.layer_norm)
+    actor = make_actor(1, config.hidden_sizes, action_size, deterministic=False, layer_norm=config.layer_norm)
+    decay = weight_decay_rule(config)
     target_entropy = -float(action_size)
 
     def policy(params, obs, key):
@@ -207,7 +216,7 @@ def make(config: Config, obs_size: int, action_size: int, next_bonus: NextBonus 
             return sac_critic_loss(q, y, huber_delta=config.huber_delta)
 
         critic_params, critic_opt_state, critic_value, critic_aux = gradient_step(
-            critic_objective, state.critic_params, state.critic_opt_state
+            critic_objective, state.critic_params, state.critic_opt_state, decay(config)
         )
 
         # 2. actor against the min over the (just updated) critics
@@ -217,7 +226,7 @@ def make(config: Config, obs_size: int, action_size: int, next_bonus: NextBonus 
             return losses.soft_actor_loss(min_q, log_prob, alpha), log_prob
 
         actor_params, actor_opt_state, actor_value, log_prob = gradient_step(
-            actor_objective, state.actor_params, state.actor_opt_state
+            actor_objective, state.actor_params, state.actor_opt_state, decay(config)
         )
 
         # 3. temperature

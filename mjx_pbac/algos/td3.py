@@ -37,8 +37,9 @@ from mjx_pbac.algos.base import (
     polyak,
     traced,
     update_metrics,
+    weight_decay_rule,
 )
-from mjx_pbac.networks import make_actor, make_critic_ensemble
+from mjx_pbac.networks import LayerNormChoice, make_actor, make_critic_ensemble
 from mjx_pbac.replay import Transition
 from mjx_pbac.schema import check_actor_critic, check_numbers, check_positive, require
 
@@ -49,7 +50,7 @@ class Config:
 
     hidden_sizes: tuple[int, ...] = (256, 256)
     """Widths of the Dense layers of every MLP (LayerNorm + CReLU after each)."""
-    gamma: float = 0.99
+    gamma: float = knob(0.99)
     """Discount factor."""
     policy_delay: int = 2
     """d: the actor and the targets are updated every d-th gradient step."""
@@ -65,6 +66,13 @@ class Config:
     """Adam learning rate of the critics."""
     actor_lr: float = knob(3e-4)
     """Adam learning rate of the actor."""
+    weight_decay: float = knob(0.0)
+    """AdamW's decoupled weight decay of the critics' and the actor's parameters, per unit of
+    learning rate (`base.gradient_step`); 0 is Adam, the paper's (docs/design.md "Recipe options
+    beyond the paper")."""
+    layer_norm: LayerNormChoice = "plain"
+    """Normalisation of every hidden layer (`networks.MLP`): "plain" the paper's LayerNorm without
+    scale and bias, "affine" with a learned scale and bias, "none" without LayerNorm."""
 
     def __post_init__(self) -> None:
         check_numbers(self)
@@ -100,8 +108,9 @@ def td3_targets(
 
 
 def make(config: Config, obs_size: int, action_size: int) -> Algorithm:
-    critic = make_critic_ensemble(2, config.hidden_sizes)
-    actor = make_actor(1, config.hidden_sizes, action_size, deterministic=True)
+    critic = make_critic_ensemble(2, config.hidden_sizes, layer_norm=config.layer_norm)
+    actor = make_actor(1, config.hidden_sizes, action_size, deterministic=True, layer_norm=config.layer_norm)
+    decay = weight_decay_rule(config)
 
     def policy(params: dict, obs: jax.Array) -> jax.Array:
         return jp.tanh(actor.apply(params, obs)[0][0])  # [B, A]
@@ -147,7 +156,7 @@ def make(config: Config, obs_size: int, action_size: int) -> Algorithm:
             return jp.sum(jp.mean(jp.square(td), axis=1)), {"q_mean": jp.mean(q), "td_abs": jp.mean(jp.abs(td))}
 
         critic_params, critic_opt_state, critic_value, critic_aux = gradient_step(
-            critic_objective, state.critic_params, state.critic_opt_state
+            critic_objective, state.critic_params, state.critic_opt_state, decay(config)
         )
 
         # 2. delayed actor and targets: computed every step, kept every policy_delay-th
@@ -156,7 +165,7 @@ def make(config: Config, obs_size: int, action_size: int) -> Algorithm:
             return -jp.mean(q[0]), None
 
         actor_params, actor_opt_state, actor_value, _ = gradient_step(
-            actor_objective, state.actor_params, state.actor_opt_state
+            actor_objective, state.actor_params, state.actor_opt_state, decay(config)
         )
         delayed = (
             actor_params,

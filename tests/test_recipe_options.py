@@ -1,0 +1,170 @@
+"""The recipe options beyond the paper (docs/design.md "Recipe options beyond the paper"):
+observation normalisation, the hidden layers' LayerNorm, AdamW's weight decay, the discount as a
+knob. Each is checked against an independent computation (numpy's moments, optax's AdamW, the
+paper's network), and a run with them off is the paper's run, bit for bit."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jp
+import numpy as np
+import optax
+import pytest
+
+from mjx_pbac import algos, normalization
+from mjx_pbac.algos import base, pbac
+from mjx_pbac.config import RunConfig, TrainConfig, expand_members
+from mjx_pbac.loop import make_trainer, member_inputs
+from mjx_pbac.networks import MLP
+from tests.probe_envs import CountingEnv
+
+SMALL = pbac.Config(num_critics=3, hidden_sizes=(8,))
+
+
+# -- observation normalisation ------------------------------------------------------------------
+
+
+def test_merged_moments_are_the_moments_of_every_observation_merged():
+    rng = np.random.default_rng(0)
+    batches = [rng.normal(3.0, 2.0, (n, 4)).astype(np.float32) for n in (1, 7, 64, 5)]
+    moments = normalization.init(4)
+    for batch in batches:
+        moments = normalization.update(moments, jp.asarray(batch))
+    every = np.concatenate(batches)
+    assert float(moments.count) == len(every) == 77
+    np.testing.assert_allclose(moments.mean, every.mean(axis=0), rtol=1e-5)
+    np.testing.assert_allclose(moments.var, every.var(axis=0), rtol=1e-4)  # population variance (ddof 0)
+
+
+def test_normalize_standardises_clips_and_passes_through_without_moments():
+    moments = normalization.RunningMoments(count=jp.float32(10), mean=jp.array([1.0, -2.0]), var=jp.array([4.0, 0.0]))
+    obs = jp.array([[5.0, -2.0], [1.0, 1e-3], [-1e6, -2.0]])
+    # (5 - 1) / sqrt(4 + 1e-8) = 2; a constant feature maps its value to 0 and anything else by
+    # 1 / sqrt(1e-8) = 1e4 (1e-3 -> 10, at the clip); -1e6 is clipped to -10.
+    np.testing.assert_allclose(normalization.normalize(moments, obs), [[2.0, 0.0], [0.0, 10.0], [-10.0, 0.0]], rtol=1e-6)
+    assert normalization.normalize(None, obs) is obs
+
+
+class AffineObs(CountingEnv):
+    """CountingEnv whose observations are scale * obs + shift."""
+
+    def __init__(self, scale: float, shift: float):
+        super().__init__(episode_length=7)
+        self.scale, self.shift = scale, shift
+
+    def reset(self, rng):
+        state = super().reset(rng)
+        return state.replace(obs=self.scale * state.obs + self.shift)
+
+    def step(self, state, action):
+        state = super().step(state, action)
+        return state.replace(obs=self.scale * state.obs + self.shift)
+
+
+def _normalizing_run(env, normalize: bool):
+    train = TrainConfig(
+        env="probe", total_steps=128, num_envs=4, batch_size=8, updates_per_step=2, buffer_size=256,
+        warmup_steps=32, chunk_steps=32, eval_interval=32, eval_episodes=2, checkpoint_interval=32,
+        normalize_observations=normalize,
+    )
+    trainer = make_trainer(train, env, pbac.make(SMALL, env.observation_size, env.action_size), donate=False)
+    state = trainer.init(*member_inputs([(0, SMALL)]))
+    state, _ = trainer.warmup_chunk(state)
+    return trainer, state
+
+
+def test_normalised_learning_does_not_see_the_observations_affine_scale():
+    """With normalisation the networks see the same inputs whatever affine map the env applies to
+    its observations (the moments follow the map), so training from the same seed takes the same
+    steps; without it, it does not."""
+    results = {}
+    for scale, shift in ((1.0, 0.0), (30.0, -50.0)):
+        trainer, state = _normalizing_run(AffineObs(scale, shift), normalize=True)
+        warm = jax.device_get(state)
+        # The warm-up chunk merged exactly the observations it stored: the buffer's first rows.
+        stored = np.asarray(warm.buffer.data.obs[0, :32])
+        assert float(warm.obs_moments.count[0]) == 32
+        np.testing.assert_allclose(warm.obs_moments.mean[0], stored.mean(axis=0), rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(warm.obs_moments.var[0], stored.var(axis=0), rtol=1e-4, atol=1e-5)
+        state, _ = trainer.train_chunk(state)
+        results[scale] = jax.device_get(state.agent.actor_params)
+        returns = trainer.evaluate(state)["returns"]
+        assert np.all(np.isfinite(returns))
+    trainer, state = _normalizing_run(AffineObs(30.0, -50.0), normalize=False)
+    assert state.obs_moments is None
+    state, _ = trainer.train_chunk(state)
+    raw = jax.device_get(state.agent.actor_params)
+
+    def largest_difference(a, b):
+        return max(jax.tree.leaves(jax.tree.map(lambda x, y: float(np.max(np.abs(x - y))), a, b)))
+
+    # 16 Adam steps of lr 3e-4 move a parameter by up to ~5e-3: raw inputs 30x larger change
+    # them by that much (6e-3 when written), normalised ones by float rounding only (7e-9).
+    assert largest_difference(results[1.0], results[30.0]) < 1e-3 * largest_difference(results[1.0], raw)
+
+
+# -- LayerNorm ----------------------------------------------------------------------------------
+
+
+def test_affine_layer_norm_adds_a_scale_and_bias_that_start_as_the_papers_and_none_drops_it():
+    x = jax.random.normal(jax.random.key(1), (5, 6))
+    key = jax.random.key(0)
+    plain, affine, none = (MLP((16, 16), 3, layer_norm=choice) for choice in ("plain", "affine", "none"))
+    params = {name: net.init(key, x) for name, net in (("plain", plain), ("affine", affine), ("none", none))}
+    names = {name: {jax.tree_util.keystr(p) for p, _ in jax.tree_util.tree_leaves_with_path(tree)} for name, tree in params.items()}
+    assert names["plain"] == names["none"] and not any("LayerNorm" in n for n in names["plain"])
+    assert sorted(n for n in names["affine"] if "LayerNorm" in n) == [
+        "['params']['LayerNorm_0']['bias']", "['params']['LayerNorm_0']['scale']",
+        "['params']['LayerNorm_1']['bias']", "['params']['LayerNorm_1']['scale']",
+    ]
+    # Same Dense draws; scale 1 and bias 0 at initialisation: the paper's network, exactly.
+    np.testing.assert_array_equal(affine.apply(params["affine"], x), plain.apply(params["plain"], x))
+    assert not np.allclose(none.apply(params["none"], x), plain.apply(params["plain"], x))
+
+
+# -- AdamW --------------------------------------------------------------------------------------
+
+
+def test_weight_decay_makes_the_step_adamws_and_zero_leaves_adams():
+    params = {"w": jp.array([[1.0, -2.0], [0.5, 3.0]]), "b": jp.array([0.1, -0.1])}
+
+    def objective(p):
+        return jp.sum(jp.square(p["w"] @ jp.array([1.0, 2.0]) + p["b"])), None
+
+    lr, decay = 1e-2, 0.1
+    state = base.adam_state(params, lr)
+    stepped, _, _, _ = base.gradient_step(objective, params, state, jp.float32(decay))
+    reference = optax.adamw(lr, weight_decay=decay)
+    updates, _ = reference.update(jax.grad(lambda p: objective(p)[0])(params), reference.init(params), params)
+    jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-6), stepped, optax.apply_updates(params, updates))
+    plain, _, _, _ = base.gradient_step(objective, params, state)
+    zero, _, _, _ = base.gradient_step(objective, params, state, jp.float32(0.0))
+    jax.tree.map(np.testing.assert_array_equal, plain, zero)
+    # Only a program with a non-zero decay somewhere holds the decay's arithmetic.
+    assert base.weight_decay_rule(SMALL)(SMALL) is None
+    rule = base.weight_decay_rule(base.stack_configs([SMALL, dataclasses.replace(SMALL, weight_decay=0.1)]))
+    assert rule(SMALL) == SMALL.weight_decay
+
+
+# -- the options as options -----------------------------------------------------------------------
+
+
+def test_the_discount_and_weight_decay_are_knobs_of_every_algorithm_and_checked():
+    for name in algos.NAMES:
+        assert {"gamma", "weight_decay"} <= set(algos.sweepable(name)), name
+        assert "layer_norm" not in algos.sweepable(name)  # a shape: one per program
+    config = dataclasses.replace(RunConfig(), train=dataclasses.replace(TrainConfig(), sweep=("gamma=0.97,0.99", "weight_decay=0,0.1")))
+    members = expand_members(config)
+    assert [(m.config.gamma, m.config.weight_decay) for m in members] == [(0.97, 0.0), (0.97, 0.1), (0.99, 0.0), (0.99, 0.1)]
+    for bad, message in (
+        (dict(weight_decay=-0.1), "weight_decay must lie in [0, 1)"),
+        (dict(layer_norm="batch"), "layer_norm must be 'plain' or 'affine' or 'none', got 'batch'"),
+        (dict(gamma=1.0), "gamma must lie in [0, 1)"),
+    ):
+        with pytest.raises(ValueError) as refused:
+            pbac.Config(**bad)
+        assert message in str(refused.value)
+    with pytest.raises(ValueError, match="cannot sweep 'layer_norm' of pbac"):
+        expand_members(dataclasses.replace(config, train=dataclasses.replace(config.train, sweep=("layer_norm=plain,affine",))))

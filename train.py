@@ -271,6 +271,16 @@ def bench_seeds_command(argv: list[str]) -> None:
     print(f"wrote {args.out} ({report['device']['device_kind']})")
 
 
+def compile_line(report: dict) -> str:
+    """The profile's compile seconds, one program after another, and their wall-clock."""
+    each = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in report["compile_s"].items())
+    wall = report.get("compile_wall_s")
+    if not wall:
+        return f"compile: {each}"
+    how = "in turn" if wall["threads"] == 1 else "together"
+    return f"compile: {each}; all {wall['all']:.1f} s of wall-clock compiled {how} (tracing {wall['lower']:.1f} s)"
+
+
 def profile_command(argv: list[str]) -> None:
     from mjx_pbac.config import Schedule
     from mjx_pbac.profiling import ProfileSettings, measure, measurement_config
@@ -280,7 +290,7 @@ def profile_command(argv: list[str]) -> None:
     try:
         settings = ProfileSettings(
             measure_steps=args.measure_steps, timed_chunks=args.timed_chunks, phases=args.phases, evaluate=args.evaluate,
-            split_lengths=args.split_lengths,
+            split_lengths=args.split_lengths, compile_threads=args.compile_threads,
         )
     except ValueError as error:
         raise SystemExit(f"error: {error}") from None
@@ -314,6 +324,17 @@ def profile_command(argv: list[str]) -> None:
 
     print(f"{profile} on {report['device']['device_kind']}")
     print(line("  measured", report))
+    print("  " + compile_line(report))
+    evaluation = report.get("evaluation")
+    if evaluation:
+        batched = evaluation.get("batched")
+        print(
+            f"  evaluation: {evaluation['episodes']} episodes per member in {evaluation['seconds']:.2f} s"
+            + (
+                f"; {batched['points']} points in one program {batched['seconds']:.2f} s, {batched['seconds_per_point']:.2f} s "
+                f"per point ({batched['speedup_per_point']:.2f}x)" if batched else ""
+            )
+        )
     for row in report.get("splits", []):
         print(
             f"  chunks of {row['length']} vector steps ({row['chunks_per_schedule_chunk']} per measured chunk, "

@@ -173,6 +173,9 @@ class ProfileArgs:
     split_lengths: tuple[int, ...] = ()
     """Also time the training chunk split into chunks of these many iterations (divisors of the
     measured chunk), as --train.chunk-seconds splits a run's: the throughput it costs."""
+    compile_threads: int = 1
+    """Programs compiled at once: 1 in turn (each compile timed alone), 0 all together as a run
+    compiles them, N at most N at once."""
     out: str = "profile.json"
     """Where the JSON report goes."""
 

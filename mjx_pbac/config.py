@@ -104,6 +104,14 @@ class TrainConfig:
     """Env steps between evaluations (also at step 0 and at the end)."""
     eval_episodes: int = 10
     """Evaluation episodes, run in parallel with the mean-over-heads deterministic policy."""
+    eval_batch: int = 1
+    """Evaluation points evaluated together: the policy of each point is kept on the device and
+    every `eval_batch` of them run as one program (also, with what is pending, before a
+    checkpoint, at a stop and at the end), each row with the clocks of the moment its policy
+    existed. An evaluation is a chain of episode-length small steps: on a GPU, P of them batched
+    cost about what one costs; on a CPU about P times one. The same returns as evaluating each
+    at once (1), which costs no device memory (docs/performance.md "Compiles and evaluations").
+    Changeable on resume."""
     checkpoint_interval: int = 20_000
     """Env steps between checkpoints (one is also written at the end and on interrupt)."""
     visit_interval: int = 500
@@ -140,7 +148,10 @@ class TrainConfig:
             f"seed must lie in [0, 2**31 - 1] = [0, {INT32_MAX}] (seeds are int32 on the device), got {self.seed}",
         )
         check_numbers(self)
-        positive = ("num_seeds", "total_steps", "num_envs", "batch_size", "buffer_size", "chunk_steps", "eval_interval", "eval_episodes", "checkpoint_interval", "keep_checkpoints")
+        positive = (
+            "num_seeds", "total_steps", "num_envs", "batch_size", "buffer_size", "chunk_steps", "eval_interval", "eval_episodes",
+            "eval_batch", "checkpoint_interval", "keep_checkpoints",
+        )
         for name in positive:
             require(getattr(self, name) >= 1, f"{name} must be >= 1, got {getattr(self, name)}")
         require(self.updates_per_step >= 0, f"updates_per_step must be >= 0, got {self.updates_per_step}")

@@ -14,7 +14,10 @@ branches (`conditional`, the same wait), and the number of kernels launched one 
   trip count says (a data-dependent loop's body once, so this is then a lower bound), a fusion
   counted as one, bookkeeping that launches nothing (parameters, constants, tuples,
   get-tuple-element, bitcasts) not counted. On a GPU each counted instruction is about one
-  kernel launch, so this approximates the launches of one call.
+  kernel launch, so this approximates the launches of one call;
+- `instructions`: the program's size, every instruction of every computation once (fusions'
+  insides included, loops' bodies once): what the compiler works through, so a proxy for its
+  compile time (docs/performance.md "Compiles and evaluations").
 """
 
 from __future__ import annotations
@@ -86,4 +89,5 @@ def program_stats(compiled: Any) -> dict[str, int]:
         return ops
 
     totals["executed_ops"] = executed(entry)
+    totals["instructions"] = sum(1 for lines in computations.values() for line in lines if _INSTRUCTION.match(line))
     return totals

@@ -110,6 +110,15 @@ class Trainer(NamedTuple):
     """Only the gradient steps of a training chunk (no env step): `train.py profile` times it
     to split a training step into its phases."""
     schedule: Schedule
+    init_snapshots: Callable[[TrainState], Any] | None = None
+    """init_snapshots(state) -> room for `TrainConfig.eval_batch` policies of every member
+    (`Policy` leaves [M, P, ...]), each slot a copy of the state's policy."""
+    snapshot: Callable[[Any, TrainState, jax.Array], Any] | None = None
+    """snapshot(snapshots, state, slot) -> snapshots with the state's policy in slot `slot` (a
+    copy: the state's buffers go on to the next chunk; `snapshots` is donated)."""
+    evaluate_snapshots: Callable[[Any], dict] | None = None
+    """evaluate_snapshots(snapshots) -> {"returns": [M, P, E], "lengths": [M, P, E]}: every slot
+    evaluated as `evaluate` would have evaluated its state, in one program."""
     chunk_program: Callable[[str, int], Callable[[TrainState], tuple[TrainState, dict]]] | None = None
     """chunk_program("warmup" | "train", iterations) -> the jitted chunk of that many iterations
     (made once per length and kept): the runner runs a chunk of the schedule as several shorter
@@ -134,12 +143,24 @@ def with_matmul_precision(fn: Callable, precision: str) -> Callable:
     return traced
 
 
-def make_trainer(train: TrainConfig, env: Env, algorithm: Algorithm, donate: bool = True, mesh: Mesh | None = None) -> Trainer:
+def make_trainer(
+    train: TrainConfig,
+    env: Env,
+    algorithm: Algorithm,
+    donate: bool = True,
+    mesh: Mesh | None = None,
+    unroll_updates: bool | None = None,
+) -> Trainer:
     """The jitted init / chunk / evaluate functions of a run of `algorithm` on `env`; with a
     `mesh` (`mjx_pbac.devices.layout`), each program runs under `jax.shard_map` over its member
-    axis: every device the same vmapped program on its own members, nothing exchanged."""
+    axis: every device the same vmapped program on its own members, nothing exchanged.
+
+    `unroll_updates`: the gradient steps of a vector step unrolled (True) or under a loop
+    (False); None unrolls them with one env per member only, where a step's latency is the cost
+    (docs/performance.md "Compiles and evaluations"). The results are the same either way."""
     schedule = Schedule.of(train)
     num_envs, updates = train.num_envs, train.updates_per_step
+    unrolled = num_envs == 1 if unroll_updates is None else unroll_updates
     action_size = env.action_size
     reports_success = bool(getattr(env, "reports_success", False))
 
@@ -212,8 +233,10 @@ def make_trainer(train: TrainConfig, env: Env, algorithm: Algorithm, donate: boo
         return state, episodes, visit
 
     def gradient_steps(state: TrainState) -> tuple[TrainState, dict]:
-        """`updates_per_step` gradient steps. Their minibatches are drawn in one gather and the
-        steps are unrolled: one straight run of kernels per vector step, no loop."""
+        """`updates_per_step` gradient steps. Their minibatches are drawn in one gather; with one
+        env per member (the paper's latency-bound setting) the steps are unrolled, one straight
+        run of kernels per vector step, no loop; with many, they run under a loop of
+        `updates_per_step` trips, whose body compiles once (`unroll_updates`)."""
         key, sample_key, context_key, update_key = jax.random.split(state.key, 4)
         batches = replay.sample(state.buffer, sample_key, updates * train.batch_size)
         batches = normalized_batch(state.obs_moments, batches)
@@ -227,7 +250,7 @@ def make_trainer(train: TrainConfig, env: Env, algorithm: Algorithm, donate: boo
             return algorithm.update(agent, batch, step_key, context)
 
         agent, metrics = jax.lax.scan(
-            one_step, state.agent, (batches, jax.random.split(update_key, updates), contexts), unroll=updates
+            one_step, state.agent, (batches, jax.random.split(update_key, updates), contexts), unroll=updates if unrolled else 1
         )
         state = state.replace(agent=agent, key=key, updates=state.updates + updates)
         return state, jax.tree.map(jp.mean, metrics)
@@ -274,13 +297,16 @@ def make_trainer(train: TrainConfig, env: Env, algorithm: Algorithm, donate: boo
         return state, chunk_metrics({}, update_metrics, {})
 
     def evaluate(state: TrainState) -> dict:
-        member_env = env_of(state.task)
-        key = jax.random.fold_in(jax.random.fold_in(jax.random.key(state.seed), 1), state.env_steps)
+        return evaluate_policy(policy_of(state))
+
+    def evaluate_policy(policy: Policy) -> dict:
+        member_env = env_of(policy.task)
+        key = jax.random.fold_in(jax.random.fold_in(jax.random.key(policy.seed), 1), policy.env_steps)
         states = jax.vmap(member_env.reset)(jax.random.split(key, train.eval_episodes))
 
         def step(carry, _):
             env_state, returns, lengths, alive = carry
-            action = algorithm.eval_act(state.agent, normalization.normalize(state.obs_moments, env_state.obs))
+            action = algorithm.eval_act(policy.agent, normalization.normalize(policy.obs_moments, env_state.obs))
             env_state = jax.vmap(member_env.step)(env_state, action)
             returns = returns + jp.where(alive, env_state.reward, 0.0)
             lengths = lengths + alive.astype(jp.int32)
@@ -291,6 +317,15 @@ def make_trainer(train: TrainConfig, env: Env, algorithm: Algorithm, donate: boo
         carry = (states, zeros, zeros.astype(jp.int32), jp.ones((train.eval_episodes,), bool))
         (_, returns, lengths, _), _ = jax.lax.scan(step, carry, None, length=env.episode_length)
         return {"returns": returns, "lengths": lengths}
+
+    def init_snapshots(state: TrainState) -> Policy:
+        return jax.tree.map(lambda leaf: jp.broadcast_to(leaf, (train.eval_batch, *leaf.shape)), policy_of(state))
+
+    def snapshot(snapshots: Policy, state: TrainState, slot: jax.Array) -> Policy:
+        return jax.tree.map(lambda room, leaf: room.at[slot].set(leaf), snapshots, policy_of(state))
+
+    def evaluate_snapshots(snapshots: Policy) -> dict:
+        return jax.vmap(evaluate_policy)(snapshots)
 
     def jitted(fn: Callable, in_axes: tuple, donated: bool) -> Callable:
         fn = over_members(fn, in_axes=in_axes)
@@ -320,9 +355,28 @@ def make_trainer(train: TrainConfig, env: Env, algorithm: Algorithm, donate: boo
         train_chunk=chunk_program("train", schedule.iterations_per_chunk),
         evaluate=jitted(evaluate, (0,), donated=False),
         update_chunk=jitted(update_chunk, (0,), donated=True),
+        init_snapshots=jitted(init_snapshots, (0,), donated=False),
+        snapshot=jitted(snapshot, (0, 0, None), donated=True),
+        evaluate_snapshots=jitted(evaluate_snapshots, (0,), donated=False),
         schedule=schedule,
         chunk_program=chunk_program,
     )
+
+
+@struct.dataclass
+class Policy:
+    """What an evaluation reads of a member's training state: the agent, the observation
+    moments, the task constants, the seed and the step count (its evaluation keys)."""
+
+    agent: AgentState
+    obs_moments: Any
+    task: Any
+    seed: jax.Array
+    env_steps: jax.Array
+
+
+def policy_of(state: TrainState) -> Policy:
+    return Policy(agent=state.agent, obs_moments=state.obs_moments, task=state.task, seed=state.seed, env_steps=state.env_steps)
 
 
 def normalized_batch(moments: normalization.RunningMoments | None, batch: replay.Transition) -> replay.Transition:

@@ -2,8 +2,10 @@
 
 Builds the same jitted chunks a run uses, with the chunk length set to `measure_steps`, and
 reports:
-- compile time of each program (training chunk, warm-up chunk, gradient steps alone, evaluation;
-  ahead-of-time `lower().compile()`, so compilation is timed apart from execution);
+- compile time of each program (training chunk, warm-up chunk, gradient steps alone, evaluation,
+  and with `eval_batch` > 1 the batched evaluation; ahead-of-time, so compilation is timed apart
+  from execution), in turn (each alone on the machine) or together as a run compiles them
+  (`compile_threads`), and the wall-clock of all of them;
 - what each compiled program does (`mjx_pbac.hlo.program_stats`): loops with a data-dependent
   trip count and branches (each a device-to-host round trip per trip on a GPU; the training chunk
   should have none) and executed ops per vector step (about one kernel launch each on a GPU);
@@ -35,6 +37,7 @@ from typing import Any
 
 import jax
 
+from mjx_pbac.compiling import compile_together
 from mjx_pbac.config import RunConfig, config_to_dict
 from mjx_pbac.hlo import program_stats
 from mjx_pbac.runner import build, device_description
@@ -55,12 +58,17 @@ class ProfileSettings:
     """Also time the training chunk run split into chunks of these many iterations (each a
     divisor of the chunk, at least 2), as a run does under `TrainConfig.chunk_seconds`: the
     throughput it costs and the seconds each extra chunk adds."""
+    compile_threads: int = 1
+    """Programs compiled at once: 1 in turn (each compile timed alone), 0 all together as a run
+    compiles them (`mjx_pbac.compiling`), N at most N at once."""
 
     def __post_init__(self) -> None:
         if self.measure_steps < 0:
             raise ValueError(f"measure_steps must be >= 0, got {self.measure_steps}")
         if self.timed_chunks < 1:
             raise ValueError(f"timed_chunks must be >= 1, got {self.timed_chunks}")
+        if self.compile_threads < 0:
+            raise ValueError(f"compile_threads must be >= 0 (0: all programs at once), got {self.compile_threads}")
 
 
 def measurement_config(config: RunConfig, settings: ProfileSettings) -> RunConfig:
@@ -115,17 +123,21 @@ def _measure_one(config: RunConfig, settings: ProfileSettings, report: dict[str,
     state = jax.block_until_ready(built.init_state())
     report["init_s"] = time.perf_counter() - tick
 
-    programs = {}
     names = ["train_chunk"] + (["warmup_chunk", "update_chunk"] if settings.phases else []) + (["evaluate"] if settings.evaluate else [])
-    for name in names:
-        tick = time.perf_counter()
-        programs[name] = getattr(trainer, name).lower(state).compile()
-        report["compile_s"][name.removesuffix("_chunk")] = time.perf_counter() - tick
+    wanted = {name: (getattr(trainer, name), (state,)) for name in names}
+    snapshots = None
+    if settings.evaluate and train.eval_batch > 1:
+        snapshots = jax.block_until_ready(trainer.init_snapshots(state))
+        wanted["evaluate_snapshots"] = (trainer.evaluate_snapshots, (snapshots,))
+    seconds, programs = compile_together(wanted, threads=settings.compile_threads or None)
+    for name in wanted:
+        report["compile_s"][name.removesuffix("_chunk")] = seconds[name]
         stats = program_stats(programs[name])
-        if name != "evaluate":
+        if not name.startswith("evaluate"):
             stats["executed_ops_per_vector_step"] = stats["executed_ops"] / iterations
         report["programs"][name] = stats
-        write()
+    report["compile_wall_s"] = {"all": seconds["all"], "lower": seconds["lower"], "threads": settings.compile_threads}
+    write()
 
     state, _ = jax.block_until_ready(trainer.warmup_chunk(state))  # data in the buffer
     state, _ = jax.block_until_ready(programs["train_chunk"](state))  # first run: allocation, caches
@@ -165,6 +177,17 @@ def _measure_one(config: RunConfig, settings: ProfileSettings, report: dict[str,
         "seconds": eval_seconds,
         "env_steps_per_s": eval_steps / eval_seconds,
     }
+    if snapshots is not None:  # the same evaluation, eval_batch points in one program
+        tick = time.perf_counter()
+        jax.block_until_ready(programs["evaluate_snapshots"](snapshots))
+        batch_seconds = time.perf_counter() - tick
+        report["evaluation"]["batched"] = {
+            "points": train.eval_batch,
+            "seconds": batch_seconds,
+            "seconds_per_point": batch_seconds / train.eval_batch,
+            "speedup_per_point": eval_seconds * train.eval_batch / batch_seconds,
+        }
+    write()
 
 
 def _measure_splits(trainer, whole, state, settings: ProfileSettings, steps_per_iteration: int, report, write):

@@ -54,6 +54,7 @@ import envs
 from mjx_pbac import algos, checkpoint, devices
 from mjx_pbac.algos import Algorithm
 from mjx_pbac.checkpoint import CheckpointError
+from mjx_pbac.compiling import compile_together
 from mjx_pbac.config import (
     Member,
     RunConfig,
@@ -73,7 +74,7 @@ RUNS_ROOT = Path("runs")
 
 CHANGEABLE_ON_RESUME = (
     "total_steps", "eval_interval", "checkpoint_interval", "keep_checkpoints", "progress", "tensorboard", "devices", "platform",
-    "chunk_seconds", "stop_grace_seconds",
+    "chunk_seconds", "stop_grace_seconds", "eval_batch",
 )
 """Train settings `--resume` may change (`python train.py --resume DIR --train.total-steps N`):
 they change neither the state's shapes nor what the steps already taken did (a checkpoint holds
@@ -128,18 +129,23 @@ class Clocks:
       between the processes (the run not running) is not counted.
     - `train_s`: the training chunks alone: compiles (timed apart, `compile_s`), evaluations and
       checkpoints excluded (the training throughput's clock).
+
+    and the parts `compile_s` (every program's compile, timed apart) and `eval_s` (evaluations,
+    keeping policies for a batched one included), which summary.json reports.
     """
 
     def __init__(self) -> None:
         self._origin = time.perf_counter()
         self.train_s = 0.0
         self.compile_s = 0.0
+        self.eval_s = 0.0
 
-    def continue_from(self, wall_s: float, train_s: float, compile_s: float = 0.0) -> None:
+    def continue_from(self, wall_s: float, train_s: float, compile_s: float = 0.0, eval_s: float = 0.0) -> None:
         """Adds the clocks of the checkpoint a run resumes from."""
         self._origin -= wall_s
         self.train_s += train_s
         self.compile_s += compile_s
+        self.eval_s += eval_s
 
     @property
     def wall_s(self) -> float:
@@ -504,6 +510,13 @@ class _Run:
         """How long the last checkpoint took to write."""
         self.eval_seconds: float | None = None
         """How long the last evaluation took (the first includes its compile)."""
+        self.snapshots = None
+        """With `eval_batch` > 1: the kept policies on the device (`Trainer.init_snapshots`)."""
+        self.precompiled: set[str] = set()
+        """Programs compiled together before the first chunk (`_precompile`)."""
+        self.logger: RunLogger | NullLogger = NullLogger()
+        self.pending: list[tuple[int, dict]] = []
+        """(env steps, clocks) of the kept policies not evaluated yet, in slot order."""
         self._summary_lock = threading.Lock()
 
     # -- status ---------------------------------------------------------------------------
@@ -531,6 +544,8 @@ class _Run:
         if expected is None or elapsed > 2 * expected + 5.0:  # not timed yet, or far overdue: not known
             return None
         write = self.save_seconds if self.save_seconds is not None else 0.0
+        if self.pending:  # the kept policies are evaluated before the checkpoint
+            write += self.eval_seconds if self.eval_seconds is not None else 0.0
         return max(0.0, expected - elapsed) + write
 
     def _lost(self) -> str:
@@ -619,6 +634,7 @@ class _Run:
                     RunLogger(self.run_dir, self.members, self.train.tensorboard, purge_step=(self.env_steps + 1) if iteration else None)
                     if self.writer else NullLogger()
                 )
+                self.logger = logger
                 if not self.resume or iteration == 0:
                     self.progress.message(f"run directory: {self.run_dir} ({self.layout.describe()}, one program)")
                     for line in self.schedule.adjustments(self.train):
@@ -725,7 +741,9 @@ class _Run:
         self._say(f"resuming {self.run_dir} from {path.name} ({env_steps:,} env steps, {self.layout.describe()})")
         wall_s = float(metadata["elapsed_s"])
         # Checkpoints written before train_s existed: its clock continues from the wall-clock's.
-        self.clocks.continue_from(wall_s, float(metadata.get("train_s", wall_s)), float(metadata.get("compile_s", 0.0)))
+        self.clocks.continue_from(
+            wall_s, float(metadata.get("train_s", wall_s)), float(metadata.get("compile_s", 0.0)), float(metadata.get("eval_s", 0.0))
+        )
         if metadata.get("timing_device") == jax.devices()[0].device_kind:  # timed on this kind of device
             self.seconds_per_iteration.update(
                 {kind: float(value) for kind, value in dict(metadata.get("seconds_per_iteration") or {}).items()}
@@ -771,6 +789,7 @@ class _Run:
         schedule = self.schedule
         whole = schedule.iterations_per_chunk
         total = schedule.num_chunks * whole
+        self._precompile(state, iteration)
         if iteration == 0 or (not evaluated and self._evaluation_due(iteration)):
             self._evaluate(state, iteration * schedule.num_envs, logger)
         requested = None
@@ -806,6 +825,36 @@ class _Run:
             f"interrupted by {name} at {self.env_steps:,} env steps; checkpoint {self._newest_checkpoint()} saved. "
             f"Continue with `python train.py --resume {self.run_dir}`"
         )
+
+    def _precompile(self, state, iteration: int) -> None:
+        """Compiles together (`compiling.compile_together`) the programs the run calls from
+        `iteration` on: evaluation (or, with `eval_batch` > 1, the policy copies and their
+        batched evaluation), the warm-up chunk while warm-up remains, the training chunk. A
+        trainer whose programs are plain functions (tests wrap them) compiles nothing here."""
+        trainer, schedule = self.trainer, self.schedule
+        whole = schedule.iterations_per_chunk
+        programs = {}
+        if iteration < schedule.warmup_chunks * whole:
+            programs["warmup_chunk"] = (trainer.warmup_chunk, (state,))
+        if iteration < schedule.num_chunks * whole:
+            programs["train_chunk"] = (trainer.train_chunk, (state,))
+        tick = time.perf_counter()
+        self.activity = ("compiling the run's programs", tick, None)
+        if self.train.eval_batch == 1:
+            programs["evaluate"] = (trainer.evaluate, (state,))
+        else:
+            self.snapshots = trainer.init_snapshots(state)  # a small program; the room every kept policy goes to
+            programs["snapshot"] = (trainer.snapshot, (self.snapshots, state, np.int32(0)))
+            programs["evaluate_snapshots"] = (trainer.evaluate_snapshots, (self.snapshots,))
+        programs = {name: program for name, program in programs.items() if hasattr(program[0], "lower")}
+        if not programs:
+            return
+        seconds, _ = compile_together(programs)
+        self.clocks.compile_s += time.perf_counter() - tick
+        self.precompiled.update(programs)
+        self.activity = ("between chunks", time.perf_counter(), 0.0)
+        each = ", ".join(f"{name.removesuffix('_chunk')} {seconds[name]:.1f} s" for name in programs)
+        self.progress.message(f"compiled {len(programs)} programs together in {seconds['all']:.1f} s ({each}; tracing {seconds['lower']:.1f} s)")
 
     def _evaluation_due(self, iteration: int) -> bool:
         whole, schedule = self.schedule.iterations_per_chunk, self.schedule
@@ -855,7 +904,7 @@ class _Run:
         function = getattr(self.trainer, f"{kind}_chunk") if whole else self.trainer.chunk_program(kind, length)
         first_call = name not in self.called
         compile_seconds = 0.0
-        if first_call:  # compiled ahead, timed apart, so that train_s holds no compile
+        if first_call and name not in self.precompiled:  # compiled ahead, timed apart, so that train_s holds no compile
             self._checkpoint_before_the_unknown(state, iteration)
             self.activity = (f"compiling the {kind} chunk", time.perf_counter(), None)
             tick = time.perf_counter()
@@ -904,7 +953,9 @@ class _Run:
         else:
             what = "warm-up" if warmup else "training"
             split = "" if whole else f" of {length} of the schedule's {self.schedule.iterations_per_chunk} iterations (--train.chunk-seconds)"
-            progress.message(f"compiled the {what} chunk{split} in {compile_seconds:.1f} s and ran its first in {seconds:.1f} s")
+            compiled = "" if name in self.precompiled else f"compiled the {what} chunk{split} in {compile_seconds:.1f} s and "
+            ran = f"ran its first {what} chunk{split}" if name in self.precompiled else "ran its first"
+            progress.message(f"{compiled}{ran} in {seconds:.1f} s")
         return state, iteration, seconds
 
     def _diverged(self, bad: dict[str, list[int]], env_steps: int) -> TrainingDiverged:
@@ -996,14 +1047,49 @@ class _Run:
         ]
 
     def _evaluate(self, state, env_steps: int, logger: RunLogger) -> None:
+        """The evaluation at `env_steps`: at once (`eval_batch` 1), or the policy kept on the
+        device for the next batch (`_flush`), run when `eval_batch` are pending."""
         clocks = self.clocks.record()  # when this policy existed, before its evaluation runs
+        batch = self.train.eval_batch
+        if batch == 1:
+            self._run_evaluation(lambda: self.trainer.evaluate(state), [(env_steps, clocks)], logger)
+            return
+        tick = time.perf_counter()
+        if self.snapshots is None:
+            self.snapshots = self.trainer.init_snapshots(state)
+        self.snapshots = self.trainer.snapshot(self.snapshots, state, np.int32(len(self.pending)))
+        self.clocks.eval_s += time.perf_counter() - tick  # dispatched: the copy itself overlaps what follows
+        self.pending.append((env_steps, clocks))
+        if len(self.pending) == batch:
+            self._flush(logger)
+
+    def _flush(self, logger: RunLogger) -> None:
+        """Evaluates the pending policies (`eval_batch` > 1) in one program and logs their rows."""
+        if not self.pending:
+            return
+        pending, self.pending = self.pending, []
+        self._run_evaluation(lambda: self.trainer.evaluate_snapshots(self.snapshots), pending, logger)
+
+    def _run_evaluation(self, evaluate, points: list[tuple[int, dict]], logger: RunLogger) -> None:
+        """Runs `evaluate()` (returns [M, E], or [M, P, E] for P points) and logs one row per
+        member and point, with that point's env steps and clocks."""
         tick = time.perf_counter()
         self.activity = ("evaluating", tick, self.eval_seconds)
-        result = self.layout.gather(self.trainer.evaluate(state))
+        result = self.layout.gather(evaluate())
         self.eval_seconds = time.perf_counter() - tick
+        self.clocks.eval_s += self.eval_seconds
         self.activity = ("between chunks", time.perf_counter(), 0.0)
-        returns = np.asarray(result["returns"], dtype=float)  # [M, E]
+        returns = np.asarray(result["returns"], dtype=float)
         lengths = np.asarray(result["lengths"])
+        if returns.ndim == 2:  # one point: [M, E]
+            returns, lengths = returns[:, None], lengths[:, None]
+        records = []
+        for slot, (env_steps, clocks) in enumerate(points):
+            records += self._eval_records(returns[:, slot], lengths[:, slot], env_steps, clocks)
+        logger.log_eval(records)
+
+    def _eval_records(self, returns: np.ndarray, lengths: np.ndarray, env_steps: int, clocks: dict) -> list[dict]:
+        """eval.jsonl rows of one evaluation point: returns and lengths [M, E]."""
         self.last_eval = float(returns.mean())
         success = success_rates(returns) if self.reports_success else None
         if success is not None:
@@ -1025,11 +1111,13 @@ class _Run:
                 record["success_rate"] = float(success[m.index])
             record.update(returns=returns[m.index].tolist(), lengths=lengths[m.index].tolist())
             records.append(record)
-        logger.log_eval(records)
+        return records
 
     def _save(self, state, iteration: int, evaluation_pending: bool = False) -> None:
         """A checkpoint after `iteration` vector steps; `evaluation_pending`: the evaluation due
-        there was left to the resumed run (a stop came first)."""
+        there was left to the resumed run (a stop came first). Kept policies are evaluated
+        first (`_flush`), so that eval.jsonl holds every evaluation before the checkpoint."""
+        self._flush(self.logger)
         tick = time.perf_counter()
         self.activity = ("writing a checkpoint", tick, None)
         members = self.layout.gather(state)  # every process takes part; process 0 writes
@@ -1048,6 +1136,7 @@ class _Run:
                     "elapsed_s": self.clocks.wall_s,
                     "train_s": self.clocks.train_s,
                     "compile_s": self.clocks.compile_s,
+                    "eval_s": self.clocks.eval_s,
                     "config": config_to_dict(self.config),
                 },
                 keep=self.train.keep_checkpoints,
@@ -1080,6 +1169,7 @@ class _Run:
             "elapsed_s": elapsed,
             "train_s": self.clocks.train_s,
             "compile_s": self.clocks.compile_s,
+            "eval_s": self.clocks.eval_s,
             "final_eval": {
                 "env_steps": last_step,
                 "return_mean": float(np.mean([e["return_mean"] for e in final])),

@@ -30,3 +30,10 @@ def test_counts_data_dependent_loops_branches_and_weights_ops_by_trip_count():
     # The body runs once per trip: 14 trips execute about twice the ops of 7.
     longer = _stats(scan_of(14), jp.ones(4))["executed_ops"]
     assert 1.8 < longer / plain["executed_ops"] < 2.2
+    # ... while the program's size does not grow with the trips; unrolled, it does.
+    assert _stats(scan_of(14), jp.ones(4))["instructions"] == plain["instructions"]
+
+    def unrolled(x):
+        return jax.lax.scan(lambda c, _: (jp.sin(c) @ jp.ones((4, 4)), None), x, None, length=7, unroll=7)[0]
+
+    assert _stats(unrolled, jp.ones(4))["instructions"] > plain["instructions"]

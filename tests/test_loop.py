@@ -148,3 +148,26 @@ def test_every_algorithms_chunk_compiles_once_stays_on_device_and_never_branches
     stats = program_stats(trainer.train_chunk.lower(state).compile())
     assert stats["data_dependent_loops"] == 0 and stats["conditionals"] == 0, (name, stats)
     assert np.all(np.isfinite(np.asarray(metrics["critic_loss"]))) and int(state.updates[0]) == 40
+
+
+def test_gradient_steps_unrolled_or_looped_train_alike():
+    """With many envs per member the vector step's gradient steps run under a loop (one copy of
+    the update in the program), with one env they are unrolled (no loop on the latency-bound
+    path); either way the training is the same."""
+    env = CountingEnv(episode_length=5)
+    train = TrainConfig(
+        env="probe", total_steps=64, num_envs=2, batch_size=4, updates_per_step=3, buffer_size=64,
+        warmup_steps=16, chunk_steps=16, eval_interval=16, eval_episodes=2, checkpoint_interval=16,
+    )
+    algorithm = pbac.make(SMALL, env.observation_size, env.action_size)
+    states = {}
+    for unrolled in (True, False):
+        trainer = make_trainer(train, env, algorithm, donate=False, unroll_updates=unrolled)
+        state, _ = trainer.warmup_chunk(_one_member(trainer))
+        states[unrolled], _ = trainer.train_chunk(state)
+        states[unrolled, "size"] = program_stats(trainer.train_chunk.lower(state).compile())["instructions"]
+    jax.tree.map(
+        lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6),
+        jax.device_get(states[True].agent), jax.device_get(states[False].agent),
+    )
+    assert states[False, "size"] < 0.8 * states[True, "size"]  # one update in the program, not three

@@ -10,6 +10,7 @@ import io
 import itertools
 import json
 import os
+import re
 import signal
 import struct
 
@@ -129,6 +130,28 @@ def test_run_writes_config_logs_tensorboard_checkpoints_and_summary(reference_ru
     assert [row["wall_s"] for row in rows[1::2]] == walls  # the members of one program share them
     assert summary["train_s"] == pytest.approx(trains[-1]) and summary["elapsed_s"] > walls[-1]
     assert summary["compile_s"] > 0 and summary["train_s"] + summary["compile_s"] < summary["elapsed_s"]
+
+
+@pytest.mark.slow
+def test_batched_evaluation_logs_what_evaluating_each_point_at_once_logs(tmp_path, reference_run):
+    """eval_batch 2 with one checkpoint at the end: the policies at 0 and 2,000 env steps are
+    evaluated together when the second is taken, the one at 4,000 alone before the final
+    checkpoint; every row as the reference run's (one evaluation per point), clocks aside, each
+    row's clocks those of its own point, and the training itself untouched."""
+    run_dir = tmp_path / "batched"
+    runner.train(_tiny_chain(run_dir, eval_batch=2, checkpoint_interval=4_000), profile="chain")
+    assert _records(run_dir / "eval.jsonl") == _records(reference_run / "eval.jsonl")
+    assert _records(run_dir / "metrics.jsonl") == _records(reference_run / "metrics.jsonl")
+    with open(run_dir / "eval.jsonl") as handle:
+        rows = [json.loads(line) for line in handle]
+    trains = [row["train_s"] for row in rows[::2]]
+    assert trains[0] == 0.0 and all(a < b for a, b in itertools.pairwise(trains))
+    final = _final_arrays(run_dir)
+    reference = _final_arrays(reference_run)
+    for name in reference:
+        np.testing.assert_array_equal(final[name], reference[name], err_msg=name)
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["final_eval"]["env_steps"] == 4000 and summary["eval_s"] > 0
 
 
 @pytest.mark.slow
@@ -283,11 +306,18 @@ def test_cli_help_lists_every_option_with_the_profile_values(capsys):
 
 
 @pytest.mark.slow
-def test_profile_command_writes_a_throughput_report(tmp_path):
+def test_profile_command_writes_a_throughput_report(tmp_path, capsys):
     out = tmp_path / "profile.json"
     cli.main(["profile", "--profile", "chain", "--measure-steps", "50", "--timed-chunks", "2", "--out", str(out),
               "--baseline", "step_size=0.5"])
     report = json.loads(out.read_text())
+    printed = capsys.readouterr().out
+    # Every program's compile, in turn (each timed alone), and their wall-clock, printed and in the report.
+    compiled = re.search(r"compile: train (\S+) s, warmup (\S+) s, update (\S+) s, evaluate (\S+) s; all (\S+) s of wall-clock compiled in turn", printed)
+    assert compiled, printed
+    assert [float(x) for x in compiled.groups()[:4]] == [round(report["compile_s"][n], 1) for n in ("train", "warmup", "update", "evaluate")]
+    assert report["compile_wall_s"]["all"] >= sum(report["compile_s"].values()) and report["compile_wall_s"]["threads"] == 1
+    assert re.search(r"evaluation: 4 episodes per member in \S+ s", printed)
     assert report["device"]["platform"] == jax.devices()[0].platform
     assert report["measure"] == {"chunk_env_steps": 50, "vector_steps_per_chunk": 50, "updates_per_chunk": 50, "timed_chunks": 2}
     assert set(report["compile_s"]) == {"train", "warmup", "update", "evaluate"}
@@ -311,3 +341,11 @@ def test_profile_command_writes_a_throughput_report(tmp_path):
     assert set(report["compile_s"]) == {"train"} and set(report["programs"]) == {"train_chunk"}
     assert set(report["phases_ms_per_vector_step"]) == {"total"} and "evaluation" not in report
     assert report["members"] == 2
+    # Batched evaluation and programs compiled together, as a run compiles them.
+    cli.main(["profile", "--profile", "chain", "--measure-steps", "50", "--timed-chunks", "1", "--out", str(out),
+              "--phases", "False", "--train.eval-batch", "3", "--compile-threads", "0"])
+    report = json.loads(out.read_text())
+    assert set(report["compile_s"]) == {"train", "evaluate", "evaluate_snapshots"} and report["compile_wall_s"]["threads"] == 0
+    batched = report["evaluation"]["batched"]
+    assert batched["points"] == 3 and batched["seconds_per_point"] == pytest.approx(batched["seconds"] / 3)
+    assert "3 points in one program" in capsys.readouterr().out

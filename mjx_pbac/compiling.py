@@ -1,0 +1,52 @@
+"""Compiling a run's programs together, ahead of their first call (docs/performance.md
+"Compiles and evaluations").
+
+A run calls a handful of jitted programs (the warm-up and training chunks, evaluation, and with
+`eval_batch` > 1 the policy copies), each with its own copy of the env's physics; compiled one
+after the other as the run reaches them, their compiles add up (158 s for `ant_delayed_fast` on
+an H200, docs/gpu/h200-20261128). `compile_together` lowers them in turn (tracing is Python and
+holds the GIL) and then compiles them at once on a pool of threads: XLA's compiler runs without
+the GIL, so on a machine with cores to spare the wall-clock of the compiles falls towards that of
+the longest one. The executables land in each jitted function's own cache (and JAX's persistent
+cache, where enabled), so the run's first calls do not compile again.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+Program = tuple[Callable, tuple[Any, ...]]
+"""A jitted function and the arguments it will be called with (arrays or shapes)."""
+
+
+def compile_together(programs: dict[str, Program], threads: int | None = None) -> tuple[dict[str, float], dict[str, Any]]:
+    """Compiles every program of `programs` ({name: (jitted function, arguments)}) without
+    running it. Returns ({name: seconds its compile took (its own thread's clock), "lower":
+    seconds of tracing and lowering them all, "all": wall-clock seconds of the whole},
+    {name: its compiled executable}). `threads` (default: as many as programs, at most the
+    machine's cores; 1 compiles them in turn) bounds the compiles running at once."""
+    start = time.perf_counter()
+    lowered = {}
+    for name, (function, arguments) in programs.items():
+        lowered[name] = function.lower(*arguments)
+    seconds: dict[str, float] = {"lower": time.perf_counter() - start}
+
+    compiled: dict[str, Any] = {}
+
+    def compile_one(name: str) -> tuple[str, float]:
+        tick = time.perf_counter()
+        compiled[name] = lowered[name].compile()
+        return name, time.perf_counter() - tick
+
+    workers = threads or max(1, min(len(lowered), os.cpu_count() or 1))
+    if workers == 1 or len(lowered) <= 1:
+        seconds.update(compile_one(name) for name in lowered)
+    else:
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="compile") as pool:
+            seconds.update(pool.map(compile_one, lowered))
+    seconds["all"] = time.perf_counter() - start
+    return seconds, compiled

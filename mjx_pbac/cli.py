@@ -174,8 +174,8 @@ class ProfileArgs:
     """Also time the training chunk split into chunks of these many iterations (divisors of the
     measured chunk), as --train.chunk-seconds splits a run's: the throughput it costs."""
     compile_threads: int = 1
-    """Programs compiled at once: 1 in turn (each compile timed alone), 0 all together as a run
-    compiles them, N at most N at once."""
+    """Programs compiled at once: 1 in turn (each compile timed alone), 0 as a run compiles them
+    (at most half the machine's cores at once), N at most N at once."""
     out: str = "profile.json"
     """Where the JSON report goes."""
 

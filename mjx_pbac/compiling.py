@@ -7,7 +7,10 @@ after the other as the run reaches them, their compiles add up (158 s for `ant_d
 an H200, docs/gpu/h200-20261128). `compile_together` lowers them in turn (tracing is Python and
 holds the GIL) and then compiles them at once on a pool of threads: XLA's compiler runs without
 the GIL, so on a machine with cores to spare the wall-clock of the compiles falls towards that of
-the longest one. The executables land in each jitted function's own cache (and JAX's persistent
+the longest one. On a 2-core CPU they only slow each other (measured: 135 s together against
+125 s in turn, docs/performance.md "Compiles and evaluations"), so by default a machine compiles
+at most half as many programs at once as it has cores: in turn on 2 cores, 8 at once on the GPU
+machines' 16. The executables land in each jitted function's own cache (and JAX's persistent
 cache, where enabled), so the run's first calls do not compile again.
 """
 
@@ -27,7 +30,7 @@ def compile_together(programs: dict[str, Program], threads: int | None = None) -
     """Compiles every program of `programs` ({name: (jitted function, arguments)}) without
     running it. Returns ({name: seconds its compile took (its own thread's clock), "lower":
     seconds of tracing and lowering them all, "all": wall-clock seconds of the whole},
-    {name: its compiled executable}). `threads` (default: as many as programs, at most the
+    {name: its compiled executable}). `threads` (default: as many as programs, at most half the
     machine's cores; 1 compiles them in turn) bounds the compiles running at once."""
     start = time.perf_counter()
     lowered = {}
@@ -42,7 +45,7 @@ def compile_together(programs: dict[str, Program], threads: int | None = None) -
         compiled[name] = lowered[name].compile()
         return name, time.perf_counter() - tick
 
-    workers = threads or max(1, min(len(lowered), os.cpu_count() or 1))
+    workers = threads or max(1, min(len(lowered), (os.cpu_count() or 1) // 2))
     if workers == 1 or len(lowered) <= 1:
         seconds.update(compile_one(name) for name in lowered)
     else:

@@ -98,7 +98,8 @@ class Trainer(NamedTuple):
     """init(seeds[M] int32, configs (the members' configs stacked: knobs [M]), task (leaves [M],
     or None)) -> state."""
     warmup_chunk: Callable[[TrainState], tuple[TrainState, dict]]
-    """A chunk of warm-up: uniform random actions into the buffer, no gradient steps."""
+    """A chunk of warm-up: uniform random actions into the buffer, no gradient steps (with a
+    fused warm-up, `make_trainer`'s `fuse_warmup`, this is `train_chunk` itself)."""
     train_chunk: Callable[[TrainState], tuple[TrainState, dict]]
     """A chunk of training: the algorithm acts, `updates_per_step` gradient steps per vector
     step. Metrics are [M] (or [M, iterations] for "visit/..." keys)."""
@@ -150,6 +151,7 @@ def make_trainer(
     donate: bool = True,
     mesh: Mesh | None = None,
     unroll_updates: bool | None = None,
+    fuse_warmup: bool | None = None,
 ) -> Trainer:
     """The jitted init / chunk / evaluate functions of a run of `algorithm` on `env`; with a
     `mesh` (`mjx_pbac.devices.layout`), each program runs under `jax.shard_map` over its member
@@ -157,10 +159,18 @@ def make_trainer(
 
     `unroll_updates`: the gradient steps of a vector step unrolled (True) or under a loop
     (False); None unrolls them with one env per member only, where a step's latency is the cost
-    (docs/performance.md "Compiles and evaluations"). The results are the same either way."""
+    (docs/performance.md "Compiles and evaluations"). The results are the same either way.
+
+    `fuse_warmup`: the warm-up runs in the training program (its chunks' gradient steps computed
+    and discarded; `warmup_chunk` is then `train_chunk`), sparing the warm-up program's compile;
+    None fuses a warm-up of one chunk (every `_fast` recipe's), where the discarded arithmetic is
+    one chunk's, and keeps a longer one (the paper's 10 chunks) in its own program. The state
+    after the warm-up is the same either way."""
     schedule = Schedule.of(train)
     num_envs, updates = train.num_envs, train.updates_per_step
     unrolled = num_envs == 1 if unroll_updates is None else unroll_updates
+    fused_warmup = schedule.warmup_chunks == 1 if fuse_warmup is None else fuse_warmup and schedule.warmup_chunks > 0
+    warmup_env_steps = schedule.warmup_chunks * schedule.chunk_env_steps
     action_size = env.action_size
     reports_success = bool(getattr(env, "reports_success", False))
 
@@ -183,19 +193,20 @@ def make_trainer(
             updates=jp.zeros((), jp.int32),
         )
 
-    def env_step(state: TrainState, learned: bool) -> tuple[TrainState, dict, dict]:
-        """One vector step: the algorithm acts (`learned`) or uniform random actions (warm-up);
-        the transitions go into the buffer."""
+    def env_step(state: TrainState, learned: Any) -> tuple[TrainState, dict, dict]:
+        """One vector step: the algorithm acts (`learned` True) or uniform random actions
+        (warm-up; a traced `learned` selects between the two); the transitions go into the buffer."""
         key, acting_key, action_key = jax.random.split(state.key, 3)
         env_state = state.env_state
         acting = algorithm.acting.step(state.acting, env_state.info["steps"], acting_key)
         moments = state.obs_moments
         if moments is not None:
             moments = normalization.update(moments, env_state.obs)
-        if learned:
+        if learned is not False:
             action = algorithm.act(state.agent, acting, normalization.normalize(moments, env_state.obs), action_key)
-        else:
-            action = jax.random.uniform(action_key, (num_envs, action_size), minval=-1.0, maxval=1.0)
+        if learned is not True:
+            uniform = jax.random.uniform(action_key, (num_envs, action_size), minval=-1.0, maxval=1.0)
+            action = uniform if learned is False else jp.where(learned, action, uniform)
         next_state = wrap_for_training(env_of(state.task), num_envs).step(env_state, action)
         info = next_state.info
         transition = replay.Transition(
@@ -274,10 +285,21 @@ def make_trainer(
 
     def train_chunk(state: TrainState, length: int = schedule.iterations_per_chunk) -> tuple[TrainState, dict]:
         def iteration(state, _):
-            state, episodes, visit = env_step(state, learned=True)
+            # With a fused warm-up, the warm-up's iterations take uniform actions and keep their
+            # gradient steps' results out of the state (selects, not branches): the same state
+            # as the warm-up program's, with the gradient steps' arithmetic spent for nothing.
+            learned = state.env_steps >= warmup_env_steps if fused_warmup else True
+            state, episodes, visit = env_step(state, learned=learned)
             update_metrics = {}
             if updates > 0:
-                state, update_metrics = gradient_steps(state)
+                trained, update_metrics = gradient_steps(state)
+                if fused_warmup:
+                    kept = (state.agent, state.key, state.updates)
+                    agent, key, counted = jax.tree.map(
+                        lambda new, old: jp.where(learned, new, old), (trained.agent, trained.key, trained.updates), kept
+                    )
+                    trained = trained.replace(agent=agent, key=key, updates=counted)
+                state = trained
             return state, (episodes, update_metrics, visit)
 
         state, (episodes, update_metrics, visits) = jax.lax.scan(iteration, state, None, length=length)
@@ -344,6 +366,8 @@ def make_trainer(
             raise ValueError(f"chunk kind must be warmup or train, got {kind!r}")
         if not 1 <= length <= schedule.iterations_per_chunk:
             raise ValueError(f"a chunk holds 1..{schedule.iterations_per_chunk} iterations, got {length}")
+        if fused_warmup:
+            kind = "train"
         if (kind, length) not in programs:
             body = warmup_chunk if kind == "warmup" else train_chunk
             programs[kind, length] = jitted(functools.partial(body, length=length), (0,), donated=True)

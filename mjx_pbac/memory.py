@@ -326,7 +326,8 @@ def estimate(config: RunConfig, platform: str | None = None) -> MemoryEstimate:
         activations = batch * all_outputs * forward * BACKWARD_FACTOR
         update = updates * batch * transition + activations + agent
     episode = 2 * tree_bytes(one_episode) + actor_outputs * forward + 12
-    evaluation = train.eval_episodes * episode
+    evaluation = train.eval_batch * train.eval_episodes * episode  # eval_batch points evaluated at once
+    kept = train.eval_batch * agent if train.eval_batch > 1 else 0  # their policies, kept on the device
 
     state_total = members * per_member
     on_cpu = platform == "cpu"
@@ -348,6 +349,16 @@ def estimate(config: RunConfig, platform: str | None = None) -> MemoryEstimate:
         ),
         Part("heads, counters and keys", members * other, f"{member_note} x {format_bytes(other)}", ("train.num_envs",)),
     ]
+    if kept:
+        state_parts.append(
+            Part(
+                "kept policies",
+                members * kept,
+                f"eval_batch {train.eval_batch} x {member_note} x {format_bytes(agent)}: the policies of the evaluation "
+                "points awaiting their batched evaluation",
+                ("train.eval_batch",),
+            )
+        )
     plural = "s" if num_envs != 1 else ""
     training = [
         Part(
@@ -369,8 +380,9 @@ def estimate(config: RunConfig, platform: str | None = None) -> MemoryEstimate:
         Part(
             "evaluation",
             members * evaluation,
-            f"eval_episodes {train.eval_episodes:,} x {member_note} x {format_bytes(episode)}: env states and the policy's activations",
-            ("train.eval_episodes",),
+            f"eval_episodes {train.eval_episodes:,}{f' x eval_batch {train.eval_batch}' if train.eval_batch > 1 else ''} x "
+            f"{member_note} x {format_bytes(episode)}: env states and the policy's activations",
+            ("train.eval_episodes", *(("train.eval_batch",) if train.eval_batch > 1 else ())),
         ),
         Part(
             COPY,
@@ -402,7 +414,7 @@ def estimate(config: RunConfig, platform: str | None = None) -> MemoryEstimate:
         eval_bytes=members * evaluation,
         checkpoint_host_bytes=state_total,
         checkpoint_bytes=checkpoint_file,
-        total_device_bytes=state_total + sum(part.bytes for part in largest),
+        total_device_bytes=state_total + members * kept + sum(part.bytes for part in largest),
         parts=tuple(state_parts + working),
     )
 

@@ -59,8 +59,8 @@ class ProfileSettings:
     divisor of the chunk, at least 2), as a run does under `TrainConfig.chunk_seconds`: the
     throughput it costs and the seconds each extra chunk adds."""
     compile_threads: int = 1
-    """Programs compiled at once: 1 in turn (each compile timed alone), 0 all together as a run
-    compiles them (`mjx_pbac.compiling`), N at most N at once."""
+    """Programs compiled at once: 1 in turn (each compile timed alone), 0 as a run compiles them
+    (`mjx_pbac.compiling`: at most half the machine's cores at once), N at most N at once."""
 
     def __post_init__(self) -> None:
         if self.measure_steps < 0:
@@ -68,7 +68,7 @@ class ProfileSettings:
         if self.timed_chunks < 1:
             raise ValueError(f"timed_chunks must be >= 1, got {self.timed_chunks}")
         if self.compile_threads < 0:
-            raise ValueError(f"compile_threads must be >= 0 (0: all programs at once), got {self.compile_threads}")
+            raise ValueError(f"compile_threads must be >= 0 (0: as a run compiles them), got {self.compile_threads}")
 
 
 def measurement_config(config: RunConfig, settings: ProfileSettings) -> RunConfig:
@@ -115,7 +115,7 @@ def _measure_one(config: RunConfig, settings: ProfileSettings, report: dict[str,
     measured = measurement_config(config, settings)
     train = measured.train
     tick = time.perf_counter()
-    built = build(measured)
+    built = build(measured, fuse_warmup=False)  # the warm-up program times the env step alone
     env, trainer = built.env, built.trainer
     members = len(built.members)
     iterations = trainer.schedule.iterations_per_chunk

@@ -174,15 +174,17 @@ class Built(NamedTuple):
         return self.trainer.init(*self.layout.put(member_inputs(pairs, tasks)))
 
 
-def build(config: RunConfig, donate: bool = True) -> Built:
+def build(config: RunConfig, donate: bool = True, fuse_warmup: bool | None = None) -> Built:
     """Env, algorithm, jitted trainer, members and their layout over the devices of `config`;
-    raises ValueError/TypeError for a bad env name, override, task, sweep or device count."""
+    raises ValueError/TypeError for a bad env name, override, task, sweep or device count.
+    `fuse_warmup` as `loop.make_trainer`'s (None: a warm-up of one chunk runs in the training
+    program)."""
     names = config.train.task_names
     env, params = envs.make_family(names, **parse_overrides(config.train.env_overrides))
     members = expand_members(config)
     layout = devices.layout(len(members), config.train.devices)
     algorithm = algos.make(config.algo, [m.config for m in members], env.observation_size, env.action_size)
-    trainer = make_trainer(config.train, env, algorithm, donate=donate, mesh=layout.mesh)
+    trainer = make_trainer(config.train, env, algorithm, donate=donate, mesh=layout.mesh, fuse_warmup=fuse_warmup)
     return Built(env, algorithm, trainer, members, dict(zip(names, params)), layout)
 
 
@@ -847,11 +849,16 @@ class _Run:
             programs["snapshot"] = (trainer.snapshot, (self.snapshots, state, np.int32(0)))
             programs["evaluate_snapshots"] = (trainer.evaluate_snapshots, (self.snapshots,))
         programs = {name: program for name, program in programs.items() if hasattr(program[0], "lower")}
+        fused = trainer.warmup_chunk is trainer.train_chunk  # the warm-up runs in the training program
+        if fused and "train_chunk" in programs:
+            programs.pop("warmup_chunk", None)
         if not programs:
             return
         seconds, _ = compile_together(programs)
         self.clocks.compile_s += time.perf_counter() - tick
         self.precompiled.update(programs)
+        if fused and "train_chunk" in programs:
+            self.precompiled.add("warmup_chunk")
         self.activity = ("between chunks", time.perf_counter(), 0.0)
         each = ", ".join(f"{name.removesuffix('_chunk')} {seconds[name]:.1f} s" for name in programs)
         self.progress.message(f"compiled {len(programs)} programs together in {seconds['all']:.1f} s ({each}; tracing {seconds['lower']:.1f} s)")

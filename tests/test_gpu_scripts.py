@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -113,18 +114,21 @@ def test_device_script_dry_run(script, tmp_path):
     if script == "tune.sh":
         # Every candidate of the block trained (two waves of two side by side) and is a column of its
         # own (the report's --by-run), at 90 % and 100 % of the score, with a row in the standing.
-        candidates = ["base", "u8", "lr1e3", "small"]
+        block = re.search(r"^CANDIDATES=\((.*?)^\)", (ROOT / "benchmarks" / "gpu" / "tune.sh").read_text(), re.DOTALL | re.MULTILINE)
+        options = dict(re.findall(r'^\s*"([\w-]+)\|([^"]*)"', block.group(1), re.MULTILINE))
+        candidates = list(options)
+        assert len(candidates) == 4 and candidates[0] == "base" and options["base"] == ""
         assert "4 candidate(s) of cartpole_swingup_sparse, 2 seeds each, 2 at a time" in log
         assert sorted(exits) == sorted(f"{name}: exit 0" for name in candidates), exits
         rows = json.loads((out / "time_to_score.json").read_text())
         assert sorted((row["method"], row["score"]) for row in rows) == sorted((f"{n}/pbac", s) for n in candidates for s in (706.5, 785.0))
         records = json.loads((out / "candidates.json").read_text())
         assert {name: (record["state"], record["exit"]) for name, record in records.items()} == dict.fromkeys(candidates, ("ended", 0))
-        assert records["u8"]["options"] == "--train.updates-per-step 8"
+        assert {name: record["options"] for name, record in records.items()} == options
         results = (out / "results.md").read_text()
         standing = results.split("# Results")[0].splitlines()
         assert results.startswith("# Tuning: standing") and sum(line.startswith("| ") and "/pbac | " in line for line in standing) == 4, results
-        assert "| Task | base/pbac | lr1e3/pbac | small/pbac | u8/pbac |" in results
+        assert "| Task | " + " | ".join(f"{name}/pbac" for name in sorted(candidates)) + " |" in results
         with tarfile.open(out / "tune_runs.tgz") as bundle:
             names = bundle.getnames()
         assert {f"runs/{name}/eval.jsonl" for name in candidates} <= set(names) and not any("checkpoints" in n for n in names)

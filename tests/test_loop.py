@@ -171,3 +171,28 @@ def test_gradient_steps_unrolled_or_looped_train_alike():
         jax.device_get(states[True].agent), jax.device_get(states[False].agent),
     )
     assert states[False, "size"] < 0.8 * states[True, "size"]  # one update in the program, not three
+
+
+def test_a_one_chunk_warmup_runs_in_the_training_program_with_the_same_result():
+    """A warm-up of one chunk (every fast recipe's) runs in the training program, sparing a
+    compile: uniform actions and its gradient steps' results discarded, so the state after it,
+    and after the training that follows, is the separate warm-up program's, bit for bit. A
+    longer warm-up keeps its own program."""
+    env = CountingEnv(episode_length=5)
+    train = TrainConfig(
+        env="probe", total_steps=48, num_envs=2, batch_size=4, updates_per_step=2, buffer_size=64,
+        warmup_steps=16, chunk_steps=16, eval_interval=16, eval_episodes=2, checkpoint_interval=16,
+    )
+    algorithm = pbac.make(SMALL, env.observation_size, env.action_size)
+    states = {}
+    for fused in (None, False):
+        trainer = make_trainer(train, env, algorithm, donate=False, fuse_warmup=fused)
+        assert (trainer.warmup_chunk is trainer.train_chunk) == (fused is None)
+        warm, metrics = trainer.warmup_chunk(_one_member(trainer))
+        trained, _ = trainer.train_chunk(warm)
+        plain = jax.tree.map(lambda x: jax.random.key_data(x) if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key) else x, (warm, trained))
+        states[fused] = jax.device_get((*plain, metrics["return_sum"]))
+    assert int(states[None][0].updates[0]) == 0 and int(states[None][1].updates[0]) == 16
+    jax.tree.map(np.testing.assert_array_equal, states[None], states[False])
+    longer = make_trainer(dataclasses.replace(train, warmup_steps=32), env, algorithm)
+    assert longer.warmup_chunk is not longer.train_chunk

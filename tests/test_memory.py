@@ -63,6 +63,20 @@ def test_state_bytes_are_exact(train, members):
     assert estimate.checkpoint_host_bytes == estimate.state_bytes
 
 
+def test_kept_policies_of_a_batched_evaluation_are_counted():
+    """eval_batch P keeps P copies of each member's agent on the device (exactly: the room
+    `Trainer.init_snapshots` allocates), and evaluates P points' episodes at once."""
+    one, batched = memory.estimate(_config(num_seeds=2)), memory.estimate(_config(num_seeds=2, eval_batch=4))
+    built = runner.build(_config(num_seeds=2, eval_batch=4), donate=False)
+    room = built.trainer.init_snapshots(built.init_state())
+    assert _real_bytes(room.agent) == 4 * one.agent_bytes
+    parts = {part.name: part for part in batched.parts}
+    assert parts["kept policies"].bytes == 4 * one.agent_bytes and "train.eval_batch" in parts["kept policies"].options
+    assert batched.eval_bytes == 4 * one.eval_bytes
+    assert batched.total_device_bytes >= one.total_device_bytes + 4 * one.agent_bytes
+    assert "kept policies" not in {part.name for part in one.parts}
+
+
 def test_member_count_is_arithmetic():
     config = _config(num_seeds=5, sweep=("bootstrap_rate=0.01,0.05,0.1", "tau=0.001,0.005,0.01,0.02"))
     assert memory.member_count(config) == len(expand_members(config)) == 60

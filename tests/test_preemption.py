@@ -168,9 +168,11 @@ def test_a_sigterm_to_a_run_of_split_chunks_stops_within_the_grace_and_resumes_b
     assert took < 10 + 5, took
     summary = json.loads((run_dir / "summary.json").read_text())
     stopped_at = summary["env_steps"]
-    assert summary["status"] == "interrupted" and 1_000 < stopped_at < 20_000 and stopped_at % 500, summary
+    # (The one-chunk warm-up runs in the training program, so its pace already splits the first
+    # training chunk: the stop can come from step 500 on.)
+    assert summary["status"] == "interrupted" and 500 < stopped_at < 20_000 and stopped_at % 500, summary
     assert checkpoint.latest(run_dir / "checkpoints").name == f"step_{stopped_at:09d}.npz"
-    split = [r["env_steps"] for r in _records(run_dir / "metrics.jsonl") if r["env_steps"] > 1_000]
+    split = [r["env_steps"] for r in _records(run_dir / "metrics.jsonl") if r["env_steps"] > 500]
     assert split and any(steps % 500 for steps in split)  # chunks between the grid's boundaries
 
     end = -(-stopped_at // 1_000) * 1_000 + 1_000  # an evaluation boundary past the stop

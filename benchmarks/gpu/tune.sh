@@ -50,11 +50,15 @@ source benchmarks/gpu/setup.sh
 # NAME names the run directory and the report's column (letters, digits, '_', '-'); OPTIONS are
 # `train.py` options added to the profile, split at spaces (no quoting). The first is the profile
 # as it is, the reference. Edit this block alone to change what a slot tries.
+# Round 1 (prepared 2026-11-28 on the CPU, docs/fast_training.md "Delayed locomotion"): the
+# profile, then the anchors' recipe options (docs/design.md "Recipe options beyond the paper"):
+# observation normalisation, then with FastTD3's discount and AdamW weight decay, then with twice
+# the gradient steps per vector step (FastSAC's replay ratio is twice ours).
 CANDIDATES=(
   "base|"
-  "u8|--train.updates-per-step 8"
-  "lr1e3|--pbac.critic-lr 1e-3 --pbac.actor-lr 1e-3 --pbac.alpha-lr 1e-3"
-  "small|--pbac.hidden-sizes 128 128 --pbac.num-critics 5"
+  "norm|--train.normalize-observations True"
+  "norm_g97_wd|--train.normalize-observations True --pbac.gamma 0.97 --pbac.weight-decay 0.1"
+  "norm_u8|--train.normalize-observations True --train.updates-per-step 8"
 )
 # ===============================================================================================
 

@@ -317,3 +317,16 @@ def test_every_option_a_syntax_template_names_exists(parse_only, capsys):
         if option not in known
     ]
     assert not unknown, unknown
+
+
+def test_no_file_under_docs_is_ignored_by_git():
+    """Records under docs/ (a GPU call's run logs in docs/gpu/*/runs/, measured runs beside a
+    page) are read by the pages and by tests; a .gitignore pattern that catches them passes here
+    and fails on CI's clean clone (it did once: `runs/` hid docs/gpu/h200-20261128/runs/)."""
+    if not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout")
+    ignored = subprocess.run(
+        ["git", "ls-files", "--others", "--ignored", "--exclude-standard", "docs"],
+        cwd=ROOT, capture_output=True, text=True, check=True,
+    ).stdout.split()
+    assert not ignored, f"files under docs/ that git ignores (commit them or move them): {ignored[:10]}"

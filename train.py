@@ -277,7 +277,8 @@ def compile_line(report: dict) -> str:
     wall = report.get("compile_wall_s")
     if not wall:
         return f"compile: {each}"
-    how = "in turn" if wall["threads"] == 1 else "as a run does" if wall["threads"] == 0 else f"{wall['threads']} at once"
+    at_once = wall.get("at_once", wall["threads"])
+    how = "in turn" if at_once == 1 else f"{at_once} at a time"
     return f"compile: {each}; all {wall['all']:.1f} s of wall-clock compiled {how} (tracing {wall['lower']:.1f} s)"
 
 

@@ -1,33 +1,50 @@
 #!/usr/bin/env bash
-# The CPU evidence of docs/performance.md "Fast training": on each DM Control task of the paper's Table 1, PBAC's
-# CPU recipe (`<task>_fast_cpu`) with 5 seeds in one program, then SAC at the same sizes, each run
-# alone on the machine (wall-clock is what is measured), then the report: return against env steps
-# and wall-clock, and the time to 90 % and 100 % of the paper's PBAC final IQM.
+# The CPU evidence of docs/fast_training.md: on each task, PBAC's `<task>_fast_cpu` recipe with 5
+# seeds in one program, then the other variants at the same sizes (SAC: `--algo sac`, the
+# profile's [sac] section: same envs, batch, updates per vector step, width, learning rates), each
+# run alone on this 2-core CPU (wall-clock is what is measured), then the report: return against
+# env steps and wall-clock, and the time to 90 % and 100 % of the paper's PBAC final IQM.
 #
-#   bash benchmarks/fast_cpu.sh                      # all three tasks, both algorithms (~1 h 45 min on 2 cores)
-#   TASKS=reacher_hard ALGOS=pbac bash benchmarks/fast_cpu.sh
+#   bash benchmarks/fast_cpu.sh                      # the DM Control tasks, PBAC then SAC (~1 h 45 min on 2 cores)
+#   TASKS=reacher_hard VARIANTS=pbac bash benchmarks/fast_cpu.sh
+#   TASKS="hopper_delayed hopper" VARIANTS="pbac pbac_raw_obs sac" LOGS=docs/fast/hopper_runs \
+#     REPORT=docs/fast/hopper_report bash benchmarks/fast_cpu.sh   # docs/fast_training.md "Delayed locomotion"
 #
-# Runs go to $RUNS (default runs/fast_cpu/<algo>_<task>); a run that exists is resumed (finished
-# ones are left as they are), so the script can be stopped and started again. Their logs (config,
-# evaluations, summary) are copied to $LOGS (default docs/fast/cpu_runs) and the report made from
-# those goes to $REPORT (default docs/fast/cpu_report).
+# Variants: pbac (the profile), sac (`--algo sac`), pbac_raw_obs (observation normalisation off:
+# the ablation of a recipe that turns it on). Runs go to $RUNS (default runs/fast_cpu/<variant>_<task>);
+# a run that exists is resumed (finished ones are left as they are), so the script can be stopped
+# and started again. Their logs (config, evaluations, summary) are copied to $LOGS (default
+# docs/fast/cpu_runs) and the report made from those goes to $REPORT (default docs/fast/cpu_report),
+# one method per run directory (`--by-run True`) when a variant other than an algorithm ran.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TASKS=${TASKS:-"cartpole_swingup_sparse ball_in_cup_catch reacher_hard"}
-ALGOS=${ALGOS:-"pbac sac"}
+VARIANTS=${VARIANTS:-${ALGOS:-"pbac sac"}}  # ALGOS: this script's earlier name for them
 SEEDS=${SEEDS:-5}
 RUNS=${RUNS:-runs/fast_cpu}
 LOGS=${LOGS:-docs/fast/cpu_runs}
 REPORT=${REPORT:-docs/fast/cpu_report}
+BY_RUN=False
+options() {  # VARIANT: its train.py options beyond the profile
+  case $1 in
+    pbac) echo "--algo pbac" ;;
+    sac) echo "--algo sac" ;;
+    pbac_raw_obs) echo "--algo pbac --train.normalize-observations False" ;;
+    *) echo "unknown variant $1 (pbac, sac, pbac_raw_obs)" >&2; exit 2 ;;
+  esac
+}
 for task in $TASKS; do
-  for algo in $ALGOS; do
-    dir=$RUNS/${algo}_$task
+  for variant in $VARIANTS; do
+    [ "$variant" = pbac_raw_obs ] && BY_RUN=True  # two runs of PBAC on one task: a method per run
+    extra=$(options "$variant")
+    dir=$RUNS/${variant}_$task
     if [ -f "$dir/summary.json" ] && grep -q '"status": "finished"' "$dir/summary.json"; then
       echo "$dir: finished"
     elif [ -f "$dir/config.json" ]; then
       python train.py --resume "$dir"
     else
-      python train.py --profile "${task}_fast_cpu" --algo "$algo" --seeds "$SEEDS" --train.run-dir "$dir"
+      # shellcheck disable=SC2086  # the variant's options are words
+      python train.py --profile "${task}_fast_cpu" $extra --seeds "$SEEDS" --train.run-dir "$dir"
     fi
   done
 done
@@ -36,4 +53,4 @@ for dir in "$RUNS"/*/; do
   mkdir -p "$LOGS/$(basename "$dir")"
   cp "$dir"/config.json "$dir"/eval.jsonl "$dir"/summary.json "$LOGS/$(basename "$dir")/"
 done
-python train.py report "$LOGS"/*/ --out "$REPORT" --x steps wall --score-fraction 0.9 1.0
+python train.py report "$LOGS"/*/ --by-run "$BY_RUN" --out "$REPORT" --x steps wall --score-fraction 0.9 1.0

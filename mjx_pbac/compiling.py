@@ -30,7 +30,8 @@ def compile_together(programs: dict[str, Program], threads: int | None = None) -
     """Compiles every program of `programs` ({name: (jitted function, arguments)}) without
     running it. Returns ({name: seconds its compile took (its own thread's clock), "lower":
     seconds of tracing and lowering them all, "all": wall-clock seconds of the whole},
-    {name: its compiled executable}). `threads` (default: as many as programs, at most half the
+    {name: its compiled executable}); the seconds also hold "threads", the compiles run at once.
+    `threads` (default: as many as programs, at most half the
     machine's cores; 1 compiles them in turn) bounds the compiles running at once."""
     start = time.perf_counter()
     lowered = {}
@@ -52,4 +53,5 @@ def compile_together(programs: dict[str, Program], threads: int | None = None) -
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="compile") as pool:
             seconds.update(pool.map(compile_one, lowered))
     seconds["all"] = time.perf_counter() - start
+    seconds["threads"] = min(workers, len(lowered))
     return seconds, compiled

@@ -136,7 +136,9 @@ def _measure_one(config: RunConfig, settings: ProfileSettings, report: dict[str,
         if not name.startswith("evaluate"):
             stats["executed_ops_per_vector_step"] = stats["executed_ops"] / iterations
         report["programs"][name] = stats
-    report["compile_wall_s"] = {"all": seconds["all"], "lower": seconds["lower"], "threads": settings.compile_threads}
+    report["compile_wall_s"] = {
+        "all": seconds["all"], "lower": seconds["lower"], "threads": settings.compile_threads, "at_once": seconds["threads"],
+    }
     write()
 
     state, _ = jax.block_until_ready(trainer.warmup_chunk(state))  # data in the buffer

@@ -861,7 +861,10 @@ class _Run:
             self.precompiled.add("warmup_chunk")
         self.activity = ("between chunks", time.perf_counter(), 0.0)
         each = ", ".join(f"{name.removesuffix('_chunk')} {seconds[name]:.1f} s" for name in programs)
-        self.progress.message(f"compiled {len(programs)} programs together in {seconds['all']:.1f} s ({each}; tracing {seconds['lower']:.1f} s)")
+        how = "in turn" if seconds["threads"] == 1 else f"{seconds['threads']} at a time"
+        self.progress.message(
+            f"compiled the run's {len(programs)} programs {how} in {seconds['all']:.1f} s ({each}; tracing {seconds['lower']:.1f} s)"
+        )
 
     def _evaluation_due(self, iteration: int) -> bool:
         whole, schedule = self.schedule.iterations_per_chunk, self.schedule

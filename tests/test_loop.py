@@ -150,16 +150,22 @@ def test_every_algorithms_chunk_compiles_once_stays_on_device_and_never_branches
     assert np.all(np.isfinite(np.asarray(metrics["critic_loss"]))) and int(state.updates[0]) == 40
 
 
+def _two_env_run(updates_per_step: int):
+    """(env, train config, PBAC) of a counting-env run with two envs per member and a warm-up of
+    one 16-step chunk."""
+    env = CountingEnv(episode_length=5)
+    train = TrainConfig(
+        env="probe", total_steps=64, num_envs=2, batch_size=4, updates_per_step=updates_per_step, buffer_size=64,
+        warmup_steps=16, chunk_steps=16, eval_interval=16, eval_episodes=2, checkpoint_interval=16,
+    )
+    return env, train, pbac.make(SMALL, env.observation_size, env.action_size)
+
+
 def test_gradient_steps_unrolled_or_looped_train_alike():
     """With many envs per member the vector step's gradient steps run under a loop (one copy of
     the update in the program), with one env they are unrolled (no loop on the latency-bound
     path); either way the training is the same."""
-    env = CountingEnv(episode_length=5)
-    train = TrainConfig(
-        env="probe", total_steps=64, num_envs=2, batch_size=4, updates_per_step=3, buffer_size=64,
-        warmup_steps=16, chunk_steps=16, eval_interval=16, eval_episodes=2, checkpoint_interval=16,
-    )
-    algorithm = pbac.make(SMALL, env.observation_size, env.action_size)
+    env, train, algorithm = _two_env_run(updates_per_step=3)
     states = {}
     for unrolled in (True, False):
         trainer = make_trainer(train, env, algorithm, donate=False, unroll_updates=unrolled)
@@ -178,12 +184,7 @@ def test_a_one_chunk_warmup_runs_in_the_training_program_with_the_same_result():
     compile: uniform actions and its gradient steps' results discarded, so the state after it,
     and after the training that follows, is the separate warm-up program's, bit for bit. A
     longer warm-up keeps its own program."""
-    env = CountingEnv(episode_length=5)
-    train = TrainConfig(
-        env="probe", total_steps=48, num_envs=2, batch_size=4, updates_per_step=2, buffer_size=64,
-        warmup_steps=16, chunk_steps=16, eval_interval=16, eval_episodes=2, checkpoint_interval=16,
-    )
-    algorithm = pbac.make(SMALL, env.observation_size, env.action_size)
+    env, train, algorithm = _two_env_run(updates_per_step=2)
     states = {}
     for fused in (None, False):
         trainer = make_trainer(train, env, algorithm, donate=False, fuse_warmup=fused)

@@ -12,8 +12,10 @@ Status (summary.json "status") and exit code of `train.py` (and of `table`, `pro
   interrupted  75  SIGINT (Ctrl-C) or SIGTERM: the current chunk finished and a checkpoint was
                    written; `--resume` continues exactly there
   interrupted  128 + signal (130 SIGINT, 143 SIGTERM): stopped at once, with no checkpoint beyond
-                   the newest on disk: by a second signal, or by the first when what was running
-                   could not end (and be checkpointed) within train.stop_grace_seconds
+                   the newest on disk: by a second, later signal (signals within
+                   SAME_REQUEST_SECONDS of the first are one request), or by the first when what
+                   was running could not end (and be checkpointed) within
+                   train.stop_grace_seconds, known ahead or found when the grace ran out
   (no run)     2   bad input: nothing was started; 4: the run directory is in use by another process
 
 A run holds an exclusive lock (`fcntl.flock` on RUN_DIR/.lock, which names the holder) for its
@@ -33,6 +35,7 @@ import signal
 import socket
 import sys
 import threading
+import time
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
@@ -162,25 +165,40 @@ def read_status(run_dir: str | os.PathLike) -> str | None:
     return None if status is None else str(status)
 
 
+SAME_REQUEST_SECONDS = 1.0
+"""Stop signals within this many seconds of a request's first signal are that request, not a
+second one: GNU `timeout` (without --foreground) signals its child and then the child's whole
+process group, and so do SLURM's `scancel` and a batch script that forwards the signal, so one
+event arrives as two signals microseconds apart. "Again" (stop at once) is a later signal."""
+
+
 class StopSignals:
     """SIGINT and SIGTERM as requests to stop at the end of the current chunk (`requested`);
     `on_first(signum)` runs on the first and may return True to stop at once instead (it has
-    recorded the status: the run's grace period would not cover the chunk). The second such
-    signal stops the process at once: `on_stop_now(signum)` runs (it records the status). Either
-    way at once, the process exits with 128 + signum.
+    recorded the status: the run's grace period would not cover the chunk). A stop signal within
+    `SAME_REQUEST_SECONDS` of the first is the same request: `on_repeat(signum, seconds after
+    the first)` runs (it says so). A later one stops the process at once: `on_stop_now(signum)`
+    runs (it records the status). Either way at once, the process exits with 128 + signum.
 
     The signals are read by a helper thread from `signal.set_wakeup_fd`, so a second signal acts
     even while the main thread waits on a long device call (a Python handler would only run once
     that call returned). Outside the main thread this does nothing: signals belong to it.
     """
 
-    def __init__(self, on_first: Callable[[int], bool | None] | None = None, on_stop_now: Callable[[int], None] | None = None):
+    def __init__(
+        self,
+        on_first: Callable[[int], bool | None] | None = None,
+        on_stop_now: Callable[[int], None] | None = None,
+        on_repeat: Callable[[int, float], None] | None = None,
+    ):
         self.on_first = on_first
         self.on_stop_now = on_stop_now
+        self.on_repeat = on_repeat
         self.requested: int | None = None
         """The first stop signal received (None: none)."""
         self._active = False
-        self._count = 0
+        self._first_at: float | None = None
+        """When the watcher read the request's first signal (time.monotonic)."""
 
     def __enter__(self) -> StopSignals:
         if threading.current_thread() is not threading.main_thread():
@@ -208,11 +226,17 @@ class StopSignals:
                 return
             if not data:
                 return
+            now = time.monotonic()  # signals read together arrived together
             for signum in data:
                 if signum not in (signal.SIGINT, signal.SIGTERM):
                     continue
-                self._count += 1
-                if self._count == 1:
+                if self._first_at is not None and now - self._first_at < SAME_REQUEST_SECONDS:
+                    if self.on_repeat is not None:
+                        with contextlib.suppress(Exception):
+                            self.on_repeat(signum, now - self._first_at)
+                    continue
+                if self._first_at is None:
+                    self._first_at = now
                     if self.requested is None:
                         self.requested = signum
                     stop_now = False

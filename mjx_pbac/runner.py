@@ -66,7 +66,7 @@ from mjx_pbac.config import (
     parse_overrides,
 )
 from mjx_pbac.devices import Layout
-from mjx_pbac.lifecycle import LOCK_NAME, ExitCode, RunLock, StopSignals, signal_name, write_json
+from mjx_pbac.lifecycle import LOCK_NAME, SAME_REQUEST_SECONDS, ExitCode, RunLock, StopSignals, signal_name, write_json
 from mjx_pbac.logger import NullLogger, Progress, RunLogger, truncate_jsonl
 from mjx_pbac.loop import VISIT_PREFIX, Trainer, make_trainer, member_inputs, non_finite_metrics
 
@@ -520,6 +520,8 @@ class _Run:
         self.pending: list[tuple[int, dict]] = []
         """(env steps, clocks) of the kept policies not evaluated yet, in slot order."""
         self._summary_lock = threading.Lock()
+        self.stopped = threading.Event()
+        """Set once the training loop has returned (or raised): a stop's grace is no longer needed."""
 
     # -- status ---------------------------------------------------------------------------
 
@@ -557,23 +559,34 @@ class _Run:
         keep = f"checkpoint {newest} is kept" if newest != "none" else "there is no checkpoint"
         if unsaved <= 0 and self.activity[0] != "running a chunk":
             return f"nothing was lost ({keep})"
-        done = f"the {unsaved:,} env steps since it and " if unsaved > 0 else ""
-        return f"{done}the chunk in progress were lost ({keep})"
+        if unsaved > 0:
+            return f"the {unsaved:,} env steps since it and the chunk in progress were lost ({keep})"
+        return f"the chunk in progress was lost ({keep})"
 
     def _on_first_signal(self, signum: int) -> bool:
         """Stop after the current chunk with a checkpoint, or (returns True) at once when that is
-        not expected within the grace period."""
+        expected to take longer than the grace period. When the chunk's end is not known (a
+        compile, a program's first chunk) the run waits for it, up to the grace
+        (`_on_grace_over`)."""
         name, grace = signal_name(signum), self.train.stop_grace_seconds
         left = self._seconds_to_stop()
-        if left is not None and left <= grace and grace > 0:  # a grace of 0: none, the first signal stops at once
-            self._say(
-                f"{name} received: stopping with a checkpoint after the current {self.activity[0].removeprefix('running a ')} "
-                f"(in about {left:.0f} s, within the {grace:g} s grace; send it again to stop at once)"
+        if grace > 0 and (left is None or left <= grace):  # a grace of 0: none, the first signal stops at once
+            what = self.activity[0].removeprefix("running a ")
+            where = {
+                "chunk": "after the current chunk", "between chunks": "before the next chunk",
+                "writing a checkpoint": "once the checkpoint being written is done", "evaluating": "after the evaluation in progress",
+            }.get(what, f"once {what} is done")
+            when = (
+                f"in about {left:.0f} s, within the {grace:g} s grace" if left is not None
+                else f"its end is not known yet: waiting for it up to the {grace:g} s grace (--train.stop-grace-seconds), then stopping at once"
             )
+            self._say(f"{name} received: stopping with a checkpoint {where} ({when}; send it again to stop at once)")
+            timer = threading.Timer(grace, self._on_grace_over, args=(signum, what))
+            timer.daemon = True
+            timer.start()
             return False
         if grace > 0:
-            expected = "its end is not known yet" if left is None else f"it needs about {left:.0f} s more"
-            why = f"it came while {self.activity[0]} and {expected}, beyond the {grace:g} s grace (--train.stop-grace-seconds)"
+            why = f"it came while {self.activity[0]} and it needs about {left:.0f} s more, beyond the {grace:g} s grace (--train.stop-grace-seconds)"
         else:
             why = "the run has no grace (--train.stop-grace-seconds 0)"
         message = (
@@ -582,6 +595,31 @@ class _Run:
         )
         self._stop_at_once(message, 128 + signum)
         return True
+
+    def _on_grace_over(self, signum: int, what: str) -> None:
+        """The grace after the first stop signal is over: unless the run has stopped, or is past
+        its chunk (evaluating the kept policies or writing the stop's checkpoint, which end on
+        their own), it stops at once, losing the chunk in progress."""
+        while not self.stopped.is_set() and not self.activity[0].startswith(("running", "compiling", "setting up")):
+            self.stopped.wait(0.1)
+        if self.stopped.is_set():
+            return
+        message = (
+            f"stopped at once by {signal_name(signum)} after {self.env_steps:,} env steps: the {what} it came during "
+            f"did not end within the {self.train.stop_grace_seconds:g} s grace (--train.stop-grace-seconds); {self._lost()}. "
+            f"Continue with `python train.py --resume {self.run_dir}`"
+            + (f", which starts from {newest}" if (newest := self._newest_checkpoint()) != "none" else ", which starts it again from step 0")
+        )
+        self._stop_at_once(message, 128 + signum)
+        sys.stderr.flush()
+        os._exit(128 + signum)
+
+    def _on_repeat_signal(self, signum: int, after: float) -> None:
+        self._say(
+            f"{signal_name(signum)} {after:.2f} s after the first: the same stop request (signals within "
+            f"{SAME_REQUEST_SECONDS:g} s count once, as `timeout`, SLURM and shells send one to a process and its group); "
+            "send it again later to stop at once"
+        )
 
     def _on_stop_now(self, signum: int) -> None:
         message = (
@@ -619,7 +657,7 @@ class _Run:
         status, message, exit_code, error_text = "failed", "", ExitCode.FAILED, None
         logger, record_status = None, True
         self.progress = Progress(self.schedule.total_env_steps, self.train.progress and self.writer)
-        with StopSignals(on_first=self._on_first_signal, on_stop_now=self._on_stop_now) as stop:
+        with StopSignals(on_first=self._on_first_signal, on_stop_now=self._on_stop_now, on_repeat=self._on_repeat_signal) as stop:
             end_watch = devices.watch_stop_now(self._on_stop_told)
             try:
                 if self.record is not None and self.writer:
@@ -644,6 +682,7 @@ class _Run:
                     for line in edge_warnings(self.train, self.schedule):
                         self._say(f"warning: {line}")
                 status, message = self._loop(state, iteration, evaluated, logger, stop)
+                self.stopped.set()
                 exit_code = ExitCode.FINISHED if status == "finished" else ExitCode.INTERRUPTED
             except TrainingDiverged as error:
                 status, message, exit_code = "diverged", str(error), ExitCode.DIVERGED
@@ -669,6 +708,7 @@ class _Run:
                 )
                 raise RunFailed(message) from error
             finally:
+                self.stopped.set()  # a stop's grace timer, if any, has nothing left to end
                 end_watch()
                 self.progress.close()
                 if logger is not None:

@@ -176,26 +176,35 @@ def _stuck_run(run_dir: Path, first_sleep: float, then_sleep: float, *flags: str
 
 
 @pytest.mark.slow
-def test_a_second_sigterm_stops_at_once_during_a_long_chunk(tmp_path):
-    """The first training chunk took 3 s; the second hangs (a 300 s sleep). A SIGTERM a second
-    into it is within the grace (about 2 s left): it asks for a stop after the chunk; the second
-    ends the process at once with 143 and status interrupted."""
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_second_signal_5_s_later_stops_at_once_and_the_run_resumes_bit_exactly(tmp_path, finished_run, signum):
+    """The first training chunk took 3 s; the second hangs (a 300 s sleep). A SIGTERM (or a
+    Ctrl-C's SIGINT) a second into it is within the grace (about 2 s left): it asks for a stop
+    after the chunk. The same signal 5 s later, a separate request, ends the process at once with
+    128 + signal and status interrupted, keeping the newest checkpoint; resumed with the real
+    chunk, the run ends with the uninterrupted run's arrays, bit for bit."""
     run_dir = tmp_path / "stuck"
     process = _stuck_run(run_dir, 3.0, 300.0, "stop_grace_seconds=20.0")
     assert process.stdout.readline().strip() == "in chunk", process.communicate()
     time.sleep(1.0)
-    process.send_signal(signal.SIGTERM)
-    time.sleep(0.5)
-    assert process.poll() is None  # the first only asks
-    process.send_signal(signal.SIGTERM)
+    process.send_signal(signum)
+    time.sleep(5.0)
+    assert process.poll() is None  # the first only asks (the chunk's end was expected within the grace)
+    process.send_signal(signum)
     code = process.wait(timeout=30)
     err = process.stderr.read()
-    assert code == 128 + signal.SIGTERM, err
+    name = signal.Signals(signum).name
+    assert code == 128 + signum, err
+    assert f"{name} received: stopping with a checkpoint after the current chunk" in err and "Traceback" not in err, err
     summary = json.loads((run_dir / "summary.json").read_text())
-    assert summary["status"] == "interrupted" and summary["exit_code"] == 143
-    assert "stopped at once by a second SIGTERM after 2,000 env steps" in summary["message"]
+    assert summary["status"] == "interrupted" and summary["exit_code"] == 128 + signum
+    assert f"stopped at once by a second {name} after 2,000 env steps" in summary["message"]
     assert "checkpoint step_000002000.npz is kept" in summary["message"]
-    assert not lifecycle.is_locked(run_dir)
+    assert not lifecycle.is_locked(run_dir) and lifecycle.read_status(run_dir) == "interrupted"
+    assert _cli(["--resume", str(run_dir)])[0] == 0
+    resumed, reference = _final_arrays(run_dir), _final_arrays(finished_run)
+    for name in reference:
+        np.testing.assert_array_equal(resumed[name], reference[name], err_msg=name)
 
 
 @pytest.mark.slow
@@ -215,9 +224,35 @@ def test_a_sigterm_during_a_chunk_that_outlasts_the_grace_stops_at_once(tmp_path
     message = json.loads((run_dir / "summary.json").read_text())["message"]
     assert "stopped at once by SIGTERM after 2,000 env steps: it came while running a chunk" in message
     assert "beyond the 2 s grace (--train.stop-grace-seconds)" in message
-    assert "the chunk in progress were lost (checkpoint step_000002000.npz is kept)" in message
+    assert "the chunk in progress was lost (checkpoint step_000002000.npz is kept)" in message
     assert checkpoint.latest(run_dir / "checkpoints").name == "step_000002000.npz"
     assert not lifecycle.is_locked(run_dir)
+
+
+@pytest.mark.slow
+def test_a_sigterm_during_a_first_chunk_waits_the_grace_then_stops_at_once(tmp_path):
+    """The first training chunk, whose length no one knows yet, hangs (a 300 s sleep). A SIGTERM
+    during it waits for it up to the grace (3 s), which runs out: the run stops at once (143)
+    about 3 s after the signal, says so and which checkpoint a resume starts from."""
+    run_dir = tmp_path / "first"
+    process = _stuck_run(run_dir, 300.0, 300.0, "stop_grace_seconds=3.0")
+    deadline = time.monotonic() + 300
+    while not (run_dir / "checkpoints" / "step_000001000.npz").exists():  # the warm-up is done: the hang is next
+        assert process.poll() is None and time.monotonic() < deadline, process.communicate()
+        time.sleep(0.2)
+    time.sleep(1.0)
+    signalled = time.perf_counter()
+    process.send_signal(signal.SIGTERM)
+    code = process.wait(timeout=60)
+    took = time.perf_counter() - signalled
+    err = process.stderr.read()
+    assert code == 128 + signal.SIGTERM and 3.0 <= took < 10.0, (code, took, err)
+    assert "its end is not known yet: waiting for it up to the 3 s grace" in err, err
+    message = json.loads((run_dir / "summary.json").read_text())["message"]
+    assert "stopped at once by SIGTERM after 1,000 env steps: the chunk it came during did not end within the 3 s grace" in message
+    assert "the chunk in progress was lost (checkpoint step_000001000.npz is kept)" in message
+    assert "which starts from step_000001000.npz" in message and "Traceback" not in err
+    assert not lifecycle.is_locked(run_dir) and lifecycle.read_status(run_dir) == "interrupted"
 
 
 @pytest.mark.slow

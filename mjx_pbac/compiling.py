@@ -31,8 +31,8 @@ def compile_together(programs: dict[str, Program], threads: int | None = None) -
     running it. Returns ({name: seconds its compile took (its own thread's clock), "lower":
     seconds of tracing and lowering them all, "all": wall-clock seconds of the whole},
     {name: its compiled executable}); the seconds also hold "threads", the compiles run at once.
-    `threads` (default: as many as programs, at most half the
-    machine's cores; 1 compiles them in turn) bounds the compiles running at once."""
+    `threads` (default: as many as programs, at most half the cores this process may use; 1
+    compiles them in turn) bounds the compiles running at once."""
     start = time.perf_counter()
     lowered = {}
     for name, (function, arguments) in programs.items():
@@ -46,7 +46,7 @@ def compile_together(programs: dict[str, Program], threads: int | None = None) -
         compiled[name] = lowered[name].compile()
         return name, time.perf_counter() - tick
 
-    workers = threads or max(1, min(len(lowered), (os.cpu_count() or 1) // 2))
+    workers = threads or max(1, min(len(lowered), _usable_cores() // 2))
     if workers == 1 or len(lowered) <= 1:
         seconds.update(compile_one(name) for name in lowered)
     else:
@@ -55,3 +55,12 @@ def compile_together(programs: dict[str, Program], threads: int | None = None) -
     seconds["all"] = time.perf_counter() - start
     seconds["threads"] = min(workers, len(lowered))
     return seconds, compiled
+
+
+def _usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity: a container's or a scheduler's share),
+    not the machine's count."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not on Linux
+        return os.cpu_count() or 1

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import itertools
 import os
 import threading
 import time
@@ -336,6 +337,25 @@ def watch_stop_now(on_stop: Callable[[str], None], every: float = STOP_NOW_POLL_
         thread.join(timeout=5)
 
     return end
+
+
+BARRIER_SECONDS = 1800.0
+"""How long `barrier` waits for the slowest process (a cold compile of every program takes minutes)."""
+
+_barriers = itertools.count()
+
+
+def barrier(what: str) -> None:
+    """Waits until every process of a multi-process run reaches this call (jax.distributed's
+    coordination service, not a collective); nothing in a one-process run. The runner calls it
+    after compiling, before the compiled programs' first collective: on the CPU that collective
+    sets up a Gloo context, whose handshake gives the peers 30 s, and a process still compiling
+    (under load, minutes later than its peer) made the run fail at its first evaluation
+    ("Gloo context initialization failed: DEADLINE_EXCEEDED")."""
+    client = _distributed_client()
+    if client is None:
+        return
+    client.wait_at_barrier(f"mjx_pbac/{what}/{next(_barriers)}", int(BARRIER_SECONDS * 1000))
 
 
 def _distributed_client():

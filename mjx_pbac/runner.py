@@ -895,6 +895,7 @@ class _Run:
         if not programs:
             return
         seconds, _ = compile_together(programs)
+        devices.barrier("compiled")  # every process compiled before the first collective (`devices.barrier`)
         self.clocks.compile_s += time.perf_counter() - tick
         self.precompiled.update(programs)
         if fused and "train_chunk" in programs:
@@ -959,6 +960,7 @@ class _Run:
             self.activity = (f"compiling the {kind} chunk", time.perf_counter(), None)
             tick = time.perf_counter()
             self._compile(function, state)
+            devices.barrier("compiled")
             compile_seconds = time.perf_counter() - tick
             self.clocks.compile_s += compile_seconds
         pace = self.seconds_per_iteration.get(kind)

@@ -40,9 +40,7 @@ if [ "${DRY_RUN:-0}" = 1 ]; then
   TASKS=${DRY_TASKS:-cartpole_swingup_sparse}
   SEEDS=2 TASK_SECONDS=300 MIN_SECONDS=1 COPY_SECONDS=60
   WORK=$(mktemp -d)
-  EXTRA=(--train.num-envs 2 --train.batch-size 16 --train.updates-per-step 1 --train.buffer-size 400
-         --train.total-steps 120 --train.warmup-steps 40 --train.chunk-steps 40 --train.eval-interval 40
-         --train.eval-episodes 2 --train.env-overrides episode_length=20 --pbac.num-critics 2 --pbac.hidden-sizes 8 8)
+  EXTRA=("${DRY_TINY[@]}")
 fi
 read -r -a task_list <<< "$TASKS"
 if (( ${#task_list[@]} == 1 )); then FIRST_SECONDS=${FIRST_SECONDS:-all}; else FIRST_SECONDS=${FIRST_SECONDS:-270}; fi

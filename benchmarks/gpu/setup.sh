@@ -72,6 +72,11 @@ merge_json() {
 
 # dry PROFILE: the profile a dry run uses in its place (cheap to compile), else PROFILE itself.
 dry() { if [ "${DRY_RUN:-0}" = 1 ]; then echo "${DRY_PROFILE:-cartpole_swingup_sparse}"; else echo "$1"; fi; }
+# A dry run's training sizes (fast.sh, tune.sh): 2 envs per seed, batch 16, one update per vector
+# step, three 40-step chunks, 2-episode evaluations of 20-step episodes, 2 critics of width 8.
+DRY_TINY=(--train.num-envs 2 --train.batch-size 16 --train.updates-per-step 1 --train.buffer-size 400
+          --train.total-steps 120 --train.warmup-steps 40 --train.chunk-steps 40 --train.eval-interval 40
+          --train.eval-episodes 2 --train.env-overrides episode_length=20 --pbac.num-critics 2 --pbac.hidden-sizes 8 8)
 
 # every SECONDS COMMAND...: COMMAND every SECONDS in the background (e.g. a report of the runs so
 # far, while they run) until `stop_every`, which lets a COMMAND under way finish first, so that

@@ -76,9 +76,7 @@ if [ "${DRY_RUN:-0}" = 1 ]; then
   # critics of width 8, three short chunks, on DM Control cartpole (setup.sh's `dry`).
   SEEDS=2 MIN_SECONDS=1 COPY_SECONDS=60 PARALLEL=${PARALLEL:-2}
   WORK=$(mktemp -d)
-  TINY=(--train.num-envs 2 --train.batch-size 16 --train.updates-per-step 1 --train.buffer-size 400
-        --train.total-steps 120 --train.warmup-steps 40 --train.chunk-steps 40 --train.eval-interval 40
-        --train.eval-episodes 2 --train.env-overrides episode_length=20 --pbac.num-critics 2 --pbac.hidden-sizes 8 8)
+  TINY=("${DRY_TINY[@]}")
 fi
 RUNS=$WORK/runs REPORT=$WORK/report STATUS=$WORK/status
 mkdir -p "$RUNS" "$REPORT" "$STATUS"

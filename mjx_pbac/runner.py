@@ -547,9 +547,7 @@ class _Run:
         elapsed = time.perf_counter() - since
         if expected is None or elapsed > 2 * expected + 5.0:  # not timed yet, or far overdue: not known
             return None
-        write = self.save_seconds if self.save_seconds is not None else 0.0
-        if self.pending:  # the kept policies are evaluated before the checkpoint
-            write += self.eval_seconds if self.eval_seconds is not None else 0.0
+        write = self.save_seconds if self.save_seconds is not None else 0.0  # a stop evaluates kept policies after it
         return max(0.0, expected - elapsed) + write
 
     def _lost(self) -> str:
@@ -851,7 +849,10 @@ class _Run:
             if self._evaluation_due(iteration) and not pending:
                 self._evaluate(state, env_steps, logger)
             checkpoint_due = iteration % whole == 0 and (iteration // whole) % schedule.checkpoint_every_chunks == 0
-            if checkpoint_due or last or requested is not None:
+            if requested is not None and not last:  # the checkpoint first, then the kept policies' evaluations
+                self._save(state, iteration, evaluation_pending=pending, flush=False)
+                self._flush(logger)
+            elif checkpoint_due or last:
                 self._save(state, iteration, evaluation_pending=pending)
         if iteration == total:
             return "finished", ""
@@ -1165,11 +1166,14 @@ class _Run:
             records.append(record)
         return records
 
-    def _save(self, state, iteration: int, evaluation_pending: bool = False) -> None:
+    def _save(self, state, iteration: int, evaluation_pending: bool = False, flush: bool = True) -> None:
         """A checkpoint after `iteration` vector steps; `evaluation_pending`: the evaluation due
         there was left to the resumed run (a stop came first). Kept policies are evaluated
-        first (`_flush`), so that eval.jsonl holds every evaluation before the checkpoint."""
-        self._flush(self.logger)
+        first (`_flush`), so that eval.jsonl holds every evaluation before the checkpoint; a
+        stop (`flush` False) writes the checkpoint first, so that the grace covers the training
+        state, and evaluates them after it."""
+        if flush:
+            self._flush(self.logger)
         tick = time.perf_counter()
         self.activity = ("writing a checkpoint", tick, None)
         members = self.layout.gather(state)  # every process takes part; process 0 writes

@@ -146,6 +146,28 @@ def test_sigterm_checkpoints_after_the_chunk_and_exits_75(tmp_path, monkeypatch,
         np.testing.assert_array_equal(resumed[name], reference[name], err_msg=name)
 
 
+@pytest.mark.slow
+def test_a_stop_checkpoints_first_and_then_evaluates_the_kept_policies(tmp_path, monkeypatch):
+    """With evaluations batched (eval_batch 3), the policies kept at 1,000 and 2,000 env steps
+    are still unevaluated when a SIGTERM stops the run at 3,000: the stop writes its checkpoint
+    and then evaluates them, so eval.jsonl holds them (the one due at 3,000 is left to the
+    resumed run)."""
+    def terminate_in_second(call, state, metrics):
+        if call == 2:
+            os.kill(os.getpid(), signal.SIGTERM)
+        return state, metrics
+
+    _wrap_train_chunk(monkeypatch, terminate_in_second)
+    run_dir = tmp_path / "batched"
+    code, err = _cli(["--profile", "chain", "--train.run-dir", str(run_dir), "--seeds", "2", "--train.total-steps", "6000",
+                      "--train.warmup-steps", "1000", "--train.eval-interval", "1000", "--train.eval-batch", "3",
+                      "--train.checkpoint-interval", "20000", "--train.progress", "False"])
+    assert code == 75, err
+    assert "stopped at once" not in err and checkpoint.latest(run_dir / "checkpoints").name == "step_000003000.npz"
+    evaluated = sorted({row["env_steps"] for row in _records(run_dir / "eval.jsonl")})
+    assert evaluated == [0, 1000, 2000], evaluated
+
+
 def _stuck_run(run_dir: Path, first_sleep: float, then_sleep: float, *flags: str) -> subprocess.Popen:
     """A chain run in a child process whose training chunks are replaced: the first sleeps
     `first_sleep` s (then trains), every later one prints "in chunk" and sleeps `then_sleep` s.

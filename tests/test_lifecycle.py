@@ -120,14 +120,17 @@ def test_two_runs_started_at_once_in_one_directory_one_is_refused(tmp_path):
 # -- statuses and exit codes --------------------------------------------------------------------
 
 
+def _terminate_in_second_chunk(call, state, metrics):
+    """A SIGTERM to this process (what a cluster sends before pre-emption) during the second
+    training chunk (for `_wrap_train_chunk`)."""
+    if call == 2:
+        os.kill(os.getpid(), signal.SIGTERM)
+    return state, metrics
+
+
 @pytest.mark.slow
 def test_sigterm_checkpoints_after_the_chunk_and_exits_75(tmp_path, monkeypatch, finished_run):
-    def terminate_in_second(call, state, metrics):
-        if call == 2:
-            os.kill(os.getpid(), signal.SIGTERM)  # what a cluster sends before pre-emption
-        return state, metrics
-
-    _wrap_train_chunk(monkeypatch, terminate_in_second)
+    _wrap_train_chunk(monkeypatch, _terminate_in_second_chunk)
     run_dir = tmp_path / "terminated"
     code, err = _cli(["--profile", "chain", "--train.run-dir", str(run_dir), "--seeds", "2", "--train.total-steps", "4000",
                       "--train.warmup-steps", "1000", "--train.eval-interval", "2000", "--train.checkpoint-interval", "20000",
@@ -152,12 +155,7 @@ def test_a_stop_checkpoints_first_and_then_evaluates_the_kept_policies(tmp_path,
     are still unevaluated when a SIGTERM stops the run at 3,000: the stop writes its checkpoint
     and then evaluates them, so eval.jsonl holds them (the one due at 3,000 is left to the
     resumed run)."""
-    def terminate_in_second(call, state, metrics):
-        if call == 2:
-            os.kill(os.getpid(), signal.SIGTERM)
-        return state, metrics
-
-    _wrap_train_chunk(monkeypatch, terminate_in_second)
+    _wrap_train_chunk(monkeypatch, _terminate_in_second_chunk)
     run_dir = tmp_path / "batched"
     code, err = _cli(["--profile", "chain", "--train.run-dir", str(run_dir), "--seeds", "2", "--train.total-steps", "6000",
                       "--train.warmup-steps", "1000", "--train.eval-interval", "1000", "--train.eval-batch", "3",

@@ -2,7 +2,7 @@
 fidelity to DM Control and throughput on this device, written as JSON.
 
 Fidelity: from the same starting states (a DM Control random rollout's states and states around
-each reward region, `envs.dm_control_fidelity`), one env step with the same action in DM Control
+each reward region, `envs.tools.dm_control_fidelity`), one env step with the same action in DM Control
 (C MuJoCo, `task.get_observation` / `get_reward`) and in each port; reported: max |observation
 difference| and the fraction of steps whose reward differs. Throughput: env steps/s of the
 jitted, vmapped step (a `lax.scan` of `--steps-per-call` steps, median of `--repeats` calls) and
@@ -28,7 +28,7 @@ import numpy as np
 from mujoco import mjx
 
 import envs
-from envs.dm_control_fidelity import States, dm_rollout, flat_observation, make_dm_env, near_reward_states, set_dm_state
+from envs.tools.dm_control_fidelity import States, dm_rollout, flat_observation, make_dm_env, near_reward_states, set_dm_state
 
 PLAYGROUND_NAMES = {
     "cartpole_swingup_sparse": "CartpoleSwingupSparse",

@@ -31,8 +31,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import jax
 
 import envs
+from mjx_pbac.devices import device_description
 from mjx_pbac.hlo import program_stats
-from mjx_pbac.runner import device_description
 
 VARIANTS = {
     "default": ({}, True),

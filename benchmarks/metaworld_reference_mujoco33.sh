@@ -10,7 +10,7 @@
 #      SUCCESS_EPISODES (100) SEED (0) METAWORLD_WHEEL (a local metaworld-3.0.0
 #      wheel; default /tmp/mw/metaworld-3.0.0-py3-none-any.whl if present, else PyPI)
 #      PYTHON (python3.11 if available, else python3)
-# Only envs/metaworld_reference.py is imported from the repo (numpy, mujoco,
+# Only envs/tools/metaworld_reference.py is imported from the repo (numpy, mujoco,
 # metaworld only); it is run with PYTHONPATH pointing at a copy of it.
 set -euo pipefail
 
@@ -55,7 +55,7 @@ fi
 
 # Import the recorder module alone, not the envs package (whose __init__ needs jax).
 SRC=$(mktemp -d)
-cp "$REPO/envs/metaworld_reference.py" "$SRC/metaworld_reference.py"
+cp "$REPO/envs/tools/metaworld_reference.py" "$SRC/metaworld_reference.py"
 run() { PYTHONPATH="$SRC" "$VENV/bin/python" -m metaworld_reference "$@"; }
 
 SEED=${SEED:-0}

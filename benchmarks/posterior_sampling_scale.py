@@ -23,15 +23,16 @@ import jax
 import jax.numpy as jp
 import numpy as np
 
-from mjx_pbac import checkpoint, runner, stats
-from mjx_pbac.runner import device_description
+from mjx_pbac import checkpoint, rundir, stats
+from mjx_pbac.build import build
+from mjx_pbac.devices import device_description
 
 
 def _agent(run_dir: Path, member: int):
-    config, _ = runner.load_run_config(run_dir)
-    built = runner.build(config, donate=False)
+    config, _ = rundir.load_run_config(run_dir)
+    built = build(config, donate=False)
     template = built.init_state()
-    found = checkpoint.restore_newest(run_dir / "checkpoints", built.layout.host_template(template))
+    found = checkpoint.restore_newest(run_dir / rundir.CHECKPOINTS, built.layout.host_template(template))
     if found is None:
         raise SystemExit(f"error: {run_dir} has no usable checkpoint")
     host, metadata, path = found

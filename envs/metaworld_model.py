@@ -13,8 +13,9 @@ returns the model as Meta-World 3.0.0 runs it under mujoco 3.17 (the weld `eq_da
   mesh with its vertices on the cylinder's surface). The bodies' mass, centre of mass and
   inertia are pinned to the original model's, so only the collision shape changes;
 - contact pruning (`prune_pairs=True`): MJX reserves contact slots for every candidate geom pair
-  and pays for each at every step, so only the geom pairs listed in `KEPT_PAIRS` (those measured
-  to come within `KEEP_DISTANCE` of touching, see `measure`) stay candidates. The pruning edits
+  and pays for each at every step, so only the geom pairs listed in `KEPT_PAIRS` (read from
+  `metaworld_kept_pairs.json`, hash-checked: those measured to come within 3 cm of touching in
+  Meta-World's own envs, `envs.tools.metaworld_contacts`) stay candidates. The pruning edits
   only `geom_contype`/`geom_conaffinity` (each kept geom gets its own contype bit and the bits
   of its partners as conaffinity), which enter the pair filter and nothing else: the contact
   parameters of the kept pairs (friction, solref, solimp, margin, gap, condim) are computed
@@ -26,17 +27,16 @@ to `model.eq_data[i]`, which has 12 columns now, and crashes; its intent (and wh
 applies) is `eq_data[i, :11] = (0, 0, 0, 0, 0, 0, -1, 0, 0, 0, 5)` for every weld row (the
 twelfth column is left as compiled).
 
-`python -m envs.metaworld_model --measure` reruns the measurements (C MuJoCo, Meta-World's own
-envs and scripted policies) and writes `docs/metaworld_model.json`;
+`python -m envs.tools.metaworld_contacts --measure` reruns the measurements (C MuJoCo, Meta-World's
+own envs and scripted policies) and writes `docs/metaworld_model.json`;
 `python -m envs.metaworld_model --manifest` rewrites the hash manifest from the installed files.
 """
 
 from __future__ import annotations
 
-import copy
-import functools
 import hashlib
 import importlib.util
+import json
 import os
 
 import mujoco
@@ -57,6 +57,7 @@ TASK_FILES: dict[str, str] = {
 """Meta-World task name -> its model file, relative to `asset_dir()`."""
 
 MANIFEST_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "metaworld_assets.sha256")
+KEPT_PAIRS_FILE = os.path.join(os.path.dirname(MANIFEST_FILE), "metaworld_kept_pairs.json")
 WELD_EQ_DATA = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, -1.0, 0.0, 0.0, 0.0, 5.0)
 """What Meta-World's `reset_mocap_welds` writes into each weld row of `eq_data` (first 11 columns)."""
 
@@ -96,341 +97,16 @@ STAND_IN_KINDS: dict[str, str] = dict.fromkeys(STAND_INS, "box")
 touching it along the geom's local x and y axes) or "prism" (`PRISM_SIDES`-gon prism mesh,
 vertices on the cylinder). Boxes everywhere: MJX's `put_model` refuses the prism, because
 box-mesh pairs may have no margin and the finger pads have margin 0.001 (their partners would
-need a changed margin, i.e. changed physics); the box's fidelity is measured by `measure`."""
+need a changed margin, i.e. changed physics); the box's fidelity is measured by `envs.tools.metaworld_contacts.stand_in_fidelity`."""
 
-KEEP_DISTANCE = 0.03
-"""A geom pair stays a contact candidate if it came within this distance (m) in any of the
-measured episodes (`measure`)."""
+KEPT_PAIRS_SHA256 = "6e0e9a6647aa6df441934f215bb28c72d4a41ad5c6c866dd451acd1b0f0dadb9"
+"""The sha256 of `KEPT_PAIRS_FILE` as measured: the pairs are data, and an edit by hand would
+silently let geoms pass through each other (`python -m envs.tools.metaworld_contacts --measure
+--adopt` rewrites the file and prints its new hash)."""
 
-# fmt: off
-KEPT_PAIRS: dict[str, tuple[tuple[str, str], ...]] = {
-    "window-close-v3": (
-        ("#34[2]", "leftclaw_it"),
-        ("#34[2]", "leftpad_geom"),
-        ("#34[2]", "right_hand[0]"),
-        ("#34[2]", "rightclaw_it"),
-        ("#34[2]", "rightpad_geom"),
-        ("#34[2]", "windowb_a[13]"),
-        ("#34[2]", "windowb_a[16]"),
-        ("#34[3]", "leftclaw_it"),
-        ("#34[3]", "leftpad_geom"),
-        ("#34[3]", "right_hand[0]"),
-        ("#34[3]", "rightclaw_it"),
-        ("#34[3]", "rightpad_geom"),
-        ("#34[4]", "leftclaw_it"),
-        ("#34[4]", "leftpad_geom"),
-        ("#34[4]", "right_hand[0]"),
-        ("#34[4]", "rightclaw_it"),
-        ("#34[4]", "rightpad_geom"),
-        ("#34[4]", "windowb_a[10]"),
-        ("#34[4]", "windowb_a[12]"),
-        ("#34[4]", "windowb_a[14]"),
-        ("#34[4]", "windowb_a[15]"),
-        ("#34[4]", "windowb_a[17]"),
-        ("#34[4]", "windowb_a[7]"),
-        ("#34[4]", "windowb_a[8]"),
-        ("#34[4]", "windowb_a[9]"),
-        ("#34[6]", "leftclaw_it"),
-        ("#34[6]", "leftpad_geom"),
-        ("#34[6]", "right_hand[0]"),
-        ("#34[6]", "rightclaw_it"),
-        ("#34[6]", "rightpad_geom"),
-        ("leftclaw_it", "rightclaw_it"),
-        ("leftclaw_it", "rightpad_geom"),
-        ("leftclaw_it", "tablelink[2]"),
-        ("leftclaw_it", "windowb_a[10]"),
-        ("leftclaw_it", "windowb_a[11]"),
-        ("leftclaw_it", "windowb_a[12]"),
-        ("leftclaw_it", "windowb_a[13]"),
-        ("leftclaw_it", "windowb_a[14]"),
-        ("leftclaw_it", "windowb_a[16]"),
-        ("leftclaw_it", "windowb_a[17]"),
-        ("leftclaw_it", "windowb_a[7]"),
-        ("leftclaw_it", "windowb_a[8]"),
-        ("leftclaw_it", "windowb_a[9]"),
-        ("leftclaw_it", "windowb_b[3]"),
-        ("leftclaw_it", "windowb_b[4]"),
-        ("leftclaw_it", "windowb_b[5]"),
-        ("leftclaw_it", "windowb_b[6]"),
-        ("leftclaw_it", "windowb_b[7]"),
-        ("leftpad_geom", "rightclaw_it"),
-        ("leftpad_geom", "rightpad_geom"),
-        ("leftpad_geom", "tablelink[2]"),
-        ("leftpad_geom", "windowb_a[10]"),
-        ("leftpad_geom", "windowb_a[11]"),
-        ("leftpad_geom", "windowb_a[12]"),
-        ("leftpad_geom", "windowb_a[13]"),
-        ("leftpad_geom", "windowb_a[14]"),
-        ("leftpad_geom", "windowb_a[16]"),
-        ("leftpad_geom", "windowb_a[17]"),
-        ("leftpad_geom", "windowb_a[7]"),
-        ("leftpad_geom", "windowb_a[8]"),
-        ("leftpad_geom", "windowb_a[9]"),
-        ("leftpad_geom", "windowb_b[3]"),
-        ("leftpad_geom", "windowb_b[4]"),
-        ("leftpad_geom", "windowb_b[5]"),
-        ("leftpad_geom", "windowb_b[6]"),
-        ("leftpad_geom", "windowb_b[7]"),
-        ("right_hand[0]", "tablelink[2]"),
-        ("right_hand[0]", "windowb_a[10]"),
-        ("right_hand[0]", "windowb_a[11]"),
-        ("right_hand[0]", "windowb_a[12]"),
-        ("right_hand[0]", "windowb_a[13]"),
-        ("right_hand[0]", "windowb_a[14]"),
-        ("right_hand[0]", "windowb_a[16]"),
-        ("right_hand[0]", "windowb_a[17]"),
-        ("right_hand[0]", "windowb_a[7]"),
-        ("right_hand[0]", "windowb_a[8]"),
-        ("right_hand[0]", "windowb_a[9]"),
-        ("right_hand[0]", "windowb_b[3]"),
-        ("right_hand[0]", "windowb_b[4]"),
-        ("right_hand[0]", "windowb_b[5]"),
-        ("right_hand[0]", "windowb_b[6]"),
-        ("right_hand[0]", "windowb_b[7]"),
-        ("rightclaw_it", "tablelink[2]"),
-        ("rightclaw_it", "windowb_a[10]"),
-        ("rightclaw_it", "windowb_a[11]"),
-        ("rightclaw_it", "windowb_a[12]"),
-        ("rightclaw_it", "windowb_a[13]"),
-        ("rightclaw_it", "windowb_a[14]"),
-        ("rightclaw_it", "windowb_a[16]"),
-        ("rightclaw_it", "windowb_a[17]"),
-        ("rightclaw_it", "windowb_a[7]"),
-        ("rightclaw_it", "windowb_a[8]"),
-        ("rightclaw_it", "windowb_a[9]"),
-        ("rightclaw_it", "windowb_b[3]"),
-        ("rightclaw_it", "windowb_b[4]"),
-        ("rightclaw_it", "windowb_b[5]"),
-        ("rightclaw_it", "windowb_b[6]"),
-        ("rightclaw_it", "windowb_b[7]"),
-        ("rightpad_geom", "tablelink[2]"),
-        ("rightpad_geom", "windowb_a[10]"),
-        ("rightpad_geom", "windowb_a[11]"),
-        ("rightpad_geom", "windowb_a[12]"),
-        ("rightpad_geom", "windowb_a[13]"),
-        ("rightpad_geom", "windowb_a[14]"),
-        ("rightpad_geom", "windowb_a[16]"),
-        ("rightpad_geom", "windowb_a[17]"),
-        ("rightpad_geom", "windowb_a[7]"),
-        ("rightpad_geom", "windowb_a[8]"),
-        ("rightpad_geom", "windowb_a[9]"),
-        ("rightpad_geom", "windowb_b[3]"),
-        ("rightpad_geom", "windowb_b[4]"),
-        ("rightpad_geom", "windowb_b[5]"),
-        ("rightpad_geom", "windowb_b[6]"),
-        ("rightpad_geom", "windowb_b[7]"),
-        ("windowb_a[14]", "windowb_b[3]"),
-        ("windowb_a[14]", "windowb_b[6]"),
-        ("windowb_a[15]", "windowb_b[2]"),
-        ("windowb_a[15]", "windowb_b[6]"),
-        ("windowb_a[9]", "windowb_b[4]"),
-        ("windowb_a[9]", "windowb_b[6]"),
-    ),
-    "drawer-open-v3": (
-        ("RetainingWall[1]", "drawer_link[3]"),
-        ("RetainingWall[1]", "drawer_link[4]"),
-        ("RetainingWall[1]", "drawer_link[5]"),
-        ("RetainingWall[1]", "drawer_link[6]"),
-        ("drawer_link[2]", "leftclaw_it"),
-        ("drawer_link[2]", "leftpad_geom"),
-        ("drawer_link[2]", "right_hand[0]"),
-        ("drawer_link[2]", "rightclaw_it"),
-        ("drawer_link[2]", "rightpad_geom"),
-        ("drawer_link[3]", "drawercase_link[3]"),
-        ("drawer_link[3]", "drawercase_link[5]"),
-        ("drawer_link[3]", "leftclaw_it"),
-        ("drawer_link[3]", "leftpad_geom"),
-        ("drawer_link[3]", "right_hand[0]"),
-        ("drawer_link[3]", "rightclaw_it"),
-        ("drawer_link[3]", "rightpad_geom"),
-        ("drawer_link[4]", "drawercase_link[1]"),
-        ("drawer_link[4]", "drawercase_link[3]"),
-        ("drawer_link[4]", "drawercase_link[4]"),
-        ("drawer_link[4]", "drawercase_link[5]"),
-        ("drawer_link[4]", "leftclaw_it"),
-        ("drawer_link[4]", "leftpad_geom"),
-        ("drawer_link[4]", "right_hand[0]"),
-        ("drawer_link[4]", "rightclaw_it"),
-        ("drawer_link[4]", "rightpad_geom"),
-        ("drawer_link[5]", "drawercase_link[3]"),
-        ("drawer_link[5]", "drawercase_link[5]"),
-        ("drawer_link[5]", "leftclaw_it"),
-        ("drawer_link[5]", "leftpad_geom"),
-        ("drawer_link[5]", "right_hand[0]"),
-        ("drawer_link[5]", "rightclaw_it"),
-        ("drawer_link[5]", "rightpad_geom"),
-        ("drawer_link[6]", "drawercase_link[1]"),
-        ("drawer_link[6]", "drawercase_link[2]"),
-        ("drawer_link[6]", "drawercase_link[3]"),
-        ("drawer_link[6]", "drawercase_link[4]"),
-        ("drawer_link[6]", "leftclaw_it"),
-        ("drawer_link[6]", "leftpad_geom"),
-        ("drawer_link[6]", "right_hand[0]"),
-        ("drawer_link[6]", "rightclaw_it"),
-        ("drawer_link[6]", "rightpad_geom"),
-        ("drawer_link[7]", "leftclaw_it"),
-        ("drawer_link[7]", "leftpad_geom"),
-        ("drawer_link[7]", "right_hand[0]"),
-        ("drawer_link[7]", "rightclaw_it"),
-        ("drawer_link[7]", "rightpad_geom"),
-        ("drawer_link[8]", "leftclaw_it"),
-        ("drawer_link[8]", "leftpad_geom"),
-        ("drawer_link[8]", "right_hand[0]"),
-        ("drawer_link[8]", "rightclaw_it"),
-        ("drawer_link[8]", "rightpad_geom"),
-        ("drawer_link[9]", "leftclaw_it"),
-        ("drawer_link[9]", "leftpad_geom"),
-        ("drawer_link[9]", "right_hand[0]"),
-        ("drawer_link[9]", "rightclaw_it"),
-        ("drawer_link[9]", "rightpad_geom"),
-        ("drawercase_link[1]", "leftclaw_it"),
-        ("drawercase_link[1]", "leftpad_geom"),
-        ("drawercase_link[1]", "right_hand[0]"),
-        ("drawercase_link[1]", "rightclaw_it"),
-        ("drawercase_link[1]", "rightpad_geom"),
-        ("drawercase_link[2]", "leftclaw_it"),
-        ("drawercase_link[2]", "leftpad_geom"),
-        ("drawercase_link[2]", "right_hand[0]"),
-        ("drawercase_link[2]", "rightclaw_it"),
-        ("drawercase_link[2]", "rightpad_geom"),
-        ("drawercase_link[5]", "leftclaw_it"),
-        ("drawercase_link[5]", "leftpad_geom"),
-        ("drawercase_link[5]", "right_hand[0]"),
-        ("drawercase_link[5]", "rightclaw_it"),
-        ("drawercase_link[5]", "rightpad_geom"),
-        ("leftclaw_it", "rightclaw_it"),
-        ("leftclaw_it", "rightpad_geom"),
-        ("leftclaw_it", "tablelink[2]"),
-        ("leftpad_geom", "rightclaw_it"),
-        ("leftpad_geom", "rightpad_geom"),
-        ("leftpad_geom", "tablelink[2]"),
-        ("right_hand[0]", "tablelink[2]"),
-        ("rightclaw_it", "tablelink[2]"),
-        ("rightpad_geom", "tablelink[2]"),
-    ),
-    "reach-v3": (
-        ("RetainingWall[1]", "leftclaw_it"),
-        ("RetainingWall[1]", "leftpad_geom"),
-        ("RetainingWall[1]", "right_hand[0]"),
-        ("RetainingWall[1]", "rightclaw_it"),
-        ("RetainingWall[1]", "rightpad_geom"),
-        ("leftclaw_it", "objGeom"),
-        ("leftclaw_it", "rightclaw_it"),
-        ("leftclaw_it", "rightpad_geom"),
-        ("leftclaw_it", "tablelink[2]"),
-        ("leftpad_geom", "objGeom"),
-        ("leftpad_geom", "rightclaw_it"),
-        ("leftpad_geom", "rightpad_geom"),
-        ("leftpad_geom", "tablelink[2]"),
-        ("objGeom", "right_hand[0]"),
-        ("objGeom", "rightclaw_it"),
-        ("objGeom", "rightpad_geom"),
-        ("objGeom", "tablelink[2]"),
-        ("right_hand[0]", "tablelink[2]"),
-        ("rightclaw_it", "tablelink[2]"),
-        ("rightpad_geom", "tablelink[2]"),
-    ),
-    "button-press-topdown-v3": (
-        ("button[2]", "buttonbox[3]"),
-        ("button[2]", "buttonbox[4]"),
-        ("button[2]", "buttonbox[5]"),
-        ("button[2]", "buttonbox[6]"),
-        ("button[3]", "buttonbox[3]"),
-        ("button[3]", "buttonbox[4]"),
-        ("button[3]", "buttonbox[5]"),
-        ("button[3]", "buttonbox[6]"),
-        ("button[4]", "buttonbox[3]"),
-        ("button[4]", "buttonbox[4]"),
-        ("button[4]", "buttonbox[5]"),
-        ("button[4]", "buttonbox[6]"),
-        ("button[4]", "leftclaw_it"),
-        ("button[4]", "leftpad_geom"),
-        ("button[4]", "right_hand[0]"),
-        ("button[4]", "rightclaw_it"),
-        ("button[4]", "rightpad_geom"),
-        ("buttonbox[3]", "leftclaw_it"),
-        ("buttonbox[3]", "leftpad_geom"),
-        ("buttonbox[3]", "right_hand[0]"),
-        ("buttonbox[3]", "rightclaw_it"),
-        ("buttonbox[3]", "rightpad_geom"),
-        ("buttonbox[4]", "leftclaw_it"),
-        ("buttonbox[4]", "leftpad_geom"),
-        ("buttonbox[4]", "right_hand[0]"),
-        ("buttonbox[4]", "rightclaw_it"),
-        ("buttonbox[4]", "rightpad_geom"),
-        ("buttonbox[5]", "leftclaw_it"),
-        ("buttonbox[5]", "leftpad_geom"),
-        ("buttonbox[5]", "right_hand[0]"),
-        ("buttonbox[5]", "rightclaw_it"),
-        ("buttonbox[5]", "rightpad_geom"),
-        ("leftclaw_it", "rightclaw_it"),
-        ("leftclaw_it", "rightpad_geom"),
-        ("leftclaw_it", "tablelink[2]"),
-        ("leftpad_geom", "rightclaw_it"),
-        ("leftpad_geom", "rightpad_geom"),
-        ("leftpad_geom", "tablelink[2]"),
-        ("right_hand[0]", "tablelink[2]"),
-        ("rightclaw_it", "tablelink[2]"),
-        ("rightpad_geom", "tablelink[2]"),
-    ),
-    "door-open-v3": (
-        ("door_link[5]", "leftclaw_it"),
-        ("door_link[5]", "leftpad_geom"),
-        ("door_link[5]", "right_hand[0]"),
-        ("door_link[5]", "rightclaw_it"),
-        ("door_link[5]", "rightpad_geom"),
-        ("door_link[6]", "leftclaw_it"),
-        ("door_link[6]", "leftpad_geom"),
-        ("door_link[6]", "right_hand[0]"),
-        ("door_link[6]", "rightclaw_it"),
-        ("door_link[6]", "rightpad_geom"),
-        ("door_link[7]", "leftclaw_it"),
-        ("door_link[7]", "leftpad_geom"),
-        ("door_link[7]", "right_hand[0]"),
-        ("door_link[7]", "rightclaw_it"),
-        ("door_link[7]", "rightpad_geom"),
-        ("door_link[8]", "leftclaw_it"),
-        ("door_link[8]", "leftpad_geom"),
-        ("door_link[8]", "right_hand[0]"),
-        ("door_link[8]", "rightclaw_it"),
-        ("door_link[8]", "rightpad_geom"),
-        ("door_link[9]", "doorlockB[1]"),
-        ("door_link[9]", "leftclaw_it"),
-        ("door_link[9]", "leftpad_geom"),
-        ("door_link[9]", "right_hand[0]"),
-        ("door_link[9]", "rightclaw_it"),
-        ("door_link[9]", "rightpad_geom"),
-        ("doorlockB[1]", "leftclaw_it"),
-        ("doorlockB[1]", "leftpad_geom"),
-        ("doorlockB[1]", "right_hand[0]"),
-        ("doorlockB[1]", "rightclaw_it"),
-        ("doorlockB[1]", "rightpad_geom"),
-        ("doorlockB[2]", "leftclaw_it"),
-        ("doorlockB[2]", "leftpad_geom"),
-        ("doorlockB[2]", "right_hand[0]"),
-        ("doorlockB[2]", "rightclaw_it"),
-        ("doorlockB[2]", "rightpad_geom"),
-        ("doorlockB[3]", "leftclaw_it"),
-        ("doorlockB[3]", "leftpad_geom"),
-        ("doorlockB[3]", "right_hand[0]"),
-        ("doorlockB[3]", "rightclaw_it"),
-        ("doorlockB[3]", "rightpad_geom"),
-        ("leftclaw_it", "rightclaw_it"),
-        ("leftclaw_it", "rightpad_geom"),
-        ("leftclaw_it", "tablelink[2]"),
-        ("leftpad_geom", "rightclaw_it"),
-        ("leftpad_geom", "rightpad_geom"),
-        ("leftpad_geom", "tablelink[2]"),
-        ("right_hand[0]", "tablelink[2]"),
-        ("rightclaw_it", "tablelink[2]"),
-        ("rightpad_geom", "tablelink[2]"),
-    ),
-}
-"""Per task, the geom pairs (labels) that stay contact candidates; written by `measure`."""
-# fmt: on
-# The two tasks of one model file pool their measured episodes, so they keep the same pairs.
-KEPT_PAIRS["window-open-v3"] = KEPT_PAIRS["window-close-v3"]
-KEPT_PAIRS["drawer-close-v3"] = KEPT_PAIRS["drawer-open-v3"]
+KEPT_PAIRS_ALIASES: dict[str, str] = {"window-open-v3": "window-close-v3", "drawer-close-v3": "drawer-open-v3"}
+"""Task -> the task whose kept pairs it uses: the two tasks of one model file pool their measured
+episodes, so they keep the same pairs (the file lists each set once)."""
 
 
 # -- files ----------------------------------------------------------------------------------------
@@ -473,6 +149,29 @@ def verify_assets(root: str | None = None) -> None:
                 f"Meta-World asset {path} does not match the pinned release {PINNED}: "
                 f"expected sha256 {expected}, found {found}. Install {PINNED} (pip install {PINNED})."
             )
+
+
+def read_kept_pairs(path: str = KEPT_PAIRS_FILE, sha256: str = KEPT_PAIRS_SHA256) -> dict[str, tuple[tuple[str, str], ...]]:
+    """{task: the geom pairs (labels) that stay contact candidates} from the kept-pairs file, after
+    checking its sha256; the aliased tasks (`KEPT_PAIRS_ALIASES`) share their task's tuple."""
+    found = _sha256(path) if os.path.isfile(path) else "missing"
+    if found != sha256:
+        raise RuntimeError(
+            f"{path} does not match its pinned sha256 (KEPT_PAIRS_SHA256 in envs/metaworld_model.py): "
+            f"expected {sha256}, found {found}. Restore the file (git checkout -- envs/metaworld_kept_pairs.json), "
+            "or, adopting new measurements, set KEPT_PAIRS_SHA256 to the found hash."
+        )
+    with open(path, encoding="utf-8") as handle:
+        listed = json.load(handle)["kept_pairs"]
+    pairs = {task: tuple((first, second) for first, second in task_pairs) for task, task_pairs in listed.items()}
+    for alias, task in KEPT_PAIRS_ALIASES.items():
+        pairs[alias] = pairs[task]
+    return pairs
+
+
+KEPT_PAIRS: dict[str, tuple[tuple[str, str], ...]] = read_kept_pairs()
+"""Per task, the geom pairs (labels) that stay contact candidates; measured by
+`envs.tools.metaworld_contacts.measure`."""
 
 
 def _traced_files(xml_path: str, root: str) -> list[str]:
@@ -624,7 +323,7 @@ def load_model(task: str, *, stand_ins: bool = True, capsule_stand_ins: bool | N
     fix_weld_eq_data(model)
     if prune_pairs:
         if task not in KEPT_PAIRS:
-            raise ValueError(f"no measured contact pairs for {task}; run python -m envs.metaworld_model --measure")
+            raise ValueError(f"no measured contact pairs for {task}; run python -m envs.tools.metaworld_contacts --measure")
         _prune(model, KEPT_PAIRS[task])
     return model
 
@@ -646,294 +345,11 @@ def contact_candidates(model: mujoco.MjModel) -> int:
     return len(collision_driver.make_condim(model))
 
 
-# -- measurement (C MuJoCo, Meta-World's own envs; `python -m envs.metaworld_model --measure`) ------
-POLICY_KINDS = ("scripted", "noisy0.3", "noisy1.0", "mixed", "sticky", "random")
-"""scripted: Meta-World's scripted policy (fed the true goal); noisyS: scripted + N(0, S) per
-component; mixed: scripted with random 10-40-step segments of uniform actions (a third of the
-time); sticky: uniform actions held for 5-30 steps; random: uniform actions every step."""
-
-
-def metaworld_env(task: str, seed: int, model: mujoco.MjModel | None = None):
-    """Meta-World's goal-hidden env for `task` (goal random per episode, as MT1), built with the
-    weld fix; `model` replaces its model (same structure) when given."""
-    import metaworld.sawyer_xyz_env as sawyer_xyz_env
-    from metaworld.env_dict import ALL_V3_ENVIRONMENTS_GOAL_HIDDEN
-
-    # Meta-World calls `reset_mocap_welds` only while the env is built: patched for that, then
-    # restored, so other users of Meta-World's classes see them unchanged.
-    base = sawyer_xyz_env.SawyerMocapBase
-    original = base.reset_mocap_welds
-    base.reset_mocap_welds = lambda self: fix_weld_eq_data(self.model)
-    try:
-        env = ALL_V3_ENVIRONMENTS_GOAL_HIDDEN[f"{task}-goal-hidden"](seed=seed)
-    finally:
-        base.reset_mocap_welds = original
-    env._freeze_rand_vec = False
-    if model is not None:
-        env.model = model
-        env.data = mujoco.MjData(model)
-    return env
-
-
-class _Policy:
-    def __init__(self, task: str, kind: str, seed: int):
-        import metaworld.policies
-
-        from envs import metaworld_reference
-
-        self.scripted = getattr(metaworld.policies, metaworld_reference.POLICY_CLASSES[task])()
-        self.kind = kind
-        self.rng = np.random.default_rng(seed)
-        self.held, self.left, self.random_left = None, 0, 0
-
-    def __call__(self, obs: np.ndarray, target: np.ndarray) -> np.ndarray:
-        obs = obs.copy()
-        obs[-3:] = target  # the scripted policies read the goal
-        rng, kind = self.rng, self.kind
-        if kind == "scripted":
-            action = self.scripted.get_action(obs)
-        elif kind.startswith("noisy"):
-            action = self.scripted.get_action(obs) + rng.normal(0.0, float(kind[5:]), 4)
-        elif kind == "mixed":
-            if self.random_left == 0 and rng.random() < 1 / 40:
-                self.random_left = int(rng.integers(10, 41))
-            if self.random_left > 0:
-                self.random_left -= 1
-                action = rng.uniform(-1, 1, 4)
-            else:
-                action = self.scripted.get_action(obs)
-        elif kind == "sticky":
-            if self.left == 0:
-                self.held, self.left = rng.uniform(-1, 1, 4), int(rng.integers(5, 31))
-            self.left -= 1
-            action = self.held
-        else:
-            action = rng.uniform(-1, 1, 4)
-        return np.clip(action, -1.0, 1.0)
-
-
-def _near_model(model: mujoco.MjModel, near: float) -> mujoco.MjModel:
-    """A copy whose collision detection reports every pair closer than `near`."""
-    probe = copy.deepcopy(model)
-    probe.geom_margin[:] = probe.geom_margin + near
-    probe.geom_gap[:] = 0.0
-    # every collision geom collides with every other (the filters by body stay)
-    con = (model.geom_contype | model.geom_conaffinity) != 0
-    probe.geom_contype[:] = np.where(con, 1, 0)
-    probe.geom_conaffinity[:] = np.where(con, 1, 0)
-    return probe
-
-
-def run_episode(task, seed, kind, model=None, actions=None, near=None, steps=500):
-    """One Meta-World episode. Returns a dict: actions, hand/object positions per step, qpos per
-    step, success per step, and with `near` the minimum distance per geom pair (ids) seen by a
-    probe with every margin enlarged by `near` (after each env step)."""
-    env = metaworld_env(task, seed, model)
-    state = np.random.get_state()
-    np.random.seed(seed)  # Meta-World draws the random vector from the global generator
-    try:
-        obs, _ = env.reset()
-    finally:
-        np.random.set_state(state)
-    policy = _Policy(task, kind, seed + 7919)
-    probe = probe_data = None
-    if near is not None:
-        probe = _near_model(env.model, near)
-        probe_data = mujoco.MjData(probe)
-    dist: dict[tuple[int, int], float] = {}
-    touched: set[tuple[int, int]] = set()
-    out = {"actions": [], "hand": [], "obj": [], "qpos": [], "success": []}
-    for t in range(steps):
-        action = policy(obs, env._target_pos) if actions is None else actions[t]
-        obs, _, _, truncated, info = env.step(action)
-        out["actions"].append(np.asarray(action, np.float64))
-        out["hand"].append(obs[:3].copy())
-        out["obj"].append(obs[4:7].copy())
-        out["qpos"].append(env.data.qpos.copy())
-        out["success"].append(bool(info["success"]))
-        data = env.data
-        for c in data.contact[: data.ncon]:
-            touched.add((min(c.geom1, c.geom2), max(c.geom1, c.geom2)))
-        if probe is not None:
-            probe.body_pos[:] = env.model.body_pos
-            probe.body_quat[:] = env.model.body_quat
-            probe_data.qpos[:] = data.qpos
-            probe_data.mocap_pos[:] = data.mocap_pos
-            probe_data.mocap_quat[:] = data.mocap_quat
-            mujoco.mj_kinematics(probe, probe_data)
-            mujoco.mj_collision(probe, probe_data)
-            for c in probe_data.contact[: probe_data.ncon]:
-                key = (min(c.geom1, c.geom2), max(c.geom1, c.geom2))
-                dist[key] = min(dist.get(key, np.inf), float(c.dist))
-        if truncated:
-            break
-    for key in touched:
-        dist[key] = min(dist.get(key, np.inf), 0.0)
-    out = {k: np.asarray(v) for k, v in out.items()}
-    out["dist"], out["touched"] = dist, touched
-    return out
-
-
-CHOOSE_SEEDS = range(10)
-"""Episodes used to choose the pairs: each seed with each of `POLICY_KINDS` (60 per task)."""
-CHECK_SEEDS = range(1000, 1003)
-"""Held-out episodes (each with each policy kind, 18 per task) to verify the pruning."""
-FIDELITY_SEEDS = range(2000, 2010)
-"""Scripted episodes comparing the stand-ins with the original cylinders."""
-
-
-def measure_pairs(task: str, seeds=CHOOSE_SEEDS, near: float = 2 * KEEP_DISTANCE) -> dict:
-    """Minimum distance per geom pair over episodes of every policy kind (stand-in model)."""
-    model = load_model(task, stand_ins=True, prune_pairs=False)
-    dist: dict[tuple[int, int], float] = {}
-    touched: set = set()
-    successes = {}
-    for kind in POLICY_KINDS:
-        wins = 0
-        for seed in seeds:
-            episode = run_episode(task, seed, kind, model=copy.deepcopy(model), near=near)
-            for key, value in episode["dist"].items():
-                dist[key] = min(dist.get(key, np.inf), value)
-            touched |= episode["touched"]
-            wins += bool(episode["success"].any())
-        successes[kind] = wins / len(seeds)
-    return {"model": model, "dist": dist, "touched": touched, "success_rate": successes}
-
-
-def measure(tasks=tuple(TASK_FILES), out_path: str | None = None) -> dict:
-    """Choose the kept pairs, check the pruning on held-out episodes, and measure the stand-ins.
-    Returns (and writes to `out_path` as JSON) the numbers `docs/metaworld_model.md` reports."""
-    import json
-
-    report = {"keep_distance": KEEP_DISTANCE, "policy_kinds": POLICY_KINDS, "gripper": GRIPPER, "tasks": {}}
-    measured = {}
-    for task in tasks:
-        rel = TASK_FILES[task]
-        for other in TASK_FILES:  # the tasks sharing a model file pool their episodes
-            if TASK_FILES[other] == rel and other not in measured:
-                measured[other] = measure_pairs(other)
-        pairs = measured[task]
-        model = pairs["model"]
-        label = functools.partial(geom_label, model)
-        dist: dict = {}
-        for other, result in measured.items():
-            if TASK_FILES[other] == rel:
-                for key, value in result["dist"].items():
-                    dist[key] = min(dist.get(key, np.inf), value)
-        kept = choose_pairs(model, dist)
-        touched = sorted((label(a), label(b)) for a, b in pairs["touched"])
-        KEPT_PAIRS[task] = tuple(kept)
-        original = load_model(task, stand_ins=False, prune_pairs=False)
-        pruned = load_model(task)
-        entry = {
-            "file": rel,
-            "stand_ins": dict.fromkeys(STAND_INS[rel], STAND_IN_KINDS[rel]),
-            "pairs": {
-                "original": len(candidate_pairs(original)),
-                "stand_ins": len(candidate_pairs(model)),
-                "pruned": len(candidate_pairs(pruned)),
-            },
-            "contact_slots": {
-                "original": _slots_or_none(original),
-                "stand_ins": contact_candidates(model),
-                "pruned": contact_candidates(pruned),
-            },
-            "choose_episodes": {"seeds": list(CHOOSE_SEEDS), "kinds": POLICY_KINDS, "success_rate": pairs["success_rate"]},
-            "kept_pairs": kept,
-            "touched_pairs": touched,
-            "min_distance": {f"{label(a)} | {label(b)}": round(d, 5) for (a, b), d in sorted(pairs["dist"].items())},
-        }
-        entry["pruning_check"] = check_pruning(task)
-        entry["stand_in_fidelity"] = stand_in_fidelity(task) if STAND_INS[rel] else None
-        report["tasks"][task] = entry
-        print(json.dumps({task: {k: entry[k] for k in ("pairs", "contact_slots", "pruning_check", "stand_in_fidelity")}}), flush=True)
-    if out_path:
-        with open(out_path, "w", encoding="utf-8") as handle:
-            json.dump(report, handle, indent=1)
-    return report
-
-
-GRIPPER = ("right_hand[0]", "rightclaw_it", "rightpad_geom", "leftclaw_it", "leftpad_geom")
-"""The Sawyer's collision geoms that move with the hand; they are kept or dropped as one unit."""
-
-
-def choose_pairs(model: mujoco.MjModel, dist: dict) -> list[tuple[str, str]]:
-    """The pairs (labels) that came within `KEEP_DISTANCE`, and, as a safety margin, every gripper
-    geom against every geom that some gripper geom came within `KEEP_DISTANCE` of."""
-    label = functools.partial(geom_label, model)
-    near = {(label(a), label(b)) for (a, b), d in dist.items() if d < KEEP_DISTANCE}
-    near_gripper = {x for pair in near for x in pair if x not in GRIPPER and set(pair) & set(GRIPPER)}
-    near |= {(g, x) for g in GRIPPER for x in near_gripper}
-    possible = {tuple(sorted((label(a), label(b)))) for a, b in candidate_pairs(model)}
-    return sorted(p for p in {tuple(sorted(p)) for p in near} if p in possible)
-
-
-def _slots_or_none(model):
-    try:
-        return contact_candidates(model)
-    except ValueError:
-        return None  # a pair MJX has no collision function for
-
-
-def check_pruning(task: str, seeds=CHECK_SEEDS) -> dict:
-    """Pruned vs unpruned (both with stand-ins) on held-out episodes: same actions, max |qpos
-    difference| over the episode, and whether any dropped pair touched in the unpruned run."""
-    full = load_model(task, prune_pairs=False)
-    pruned = load_model(task)
-    kept = {tuple(sorted(p)) for p in candidate_pairs(pruned)}
-    worst, dropped_touched, episodes = 0.0, set(), 0
-    for kind in POLICY_KINDS:
-        for seed in seeds:
-            a = run_episode(task, seed, kind, model=copy.deepcopy(full))
-            b = run_episode(task, seed, kind, model=copy.deepcopy(pruned), actions=a["actions"])
-            worst = max(worst, float(np.abs(a["qpos"] - b["qpos"]).max()))
-            dropped_touched |= {p for p in a["touched"] if p not in kept}
-            episodes += 1
-    return {
-        "episodes": episodes,
-        "max_abs_qpos_diff": worst,
-        "dropped_pairs_touched": sorted(f"{geom_label(full, a)} | {geom_label(full, b)}" for a, b in dropped_touched),
-    }
-
-
-def stand_in_fidelity(task: str, seeds=FIDELITY_SEEDS) -> dict:
-    """Original cylinders vs stand-ins (both unpruned) on scripted episodes: the original's actions
-    replayed open-loop (hand and object deviation, per-step success agreement), and each model
-    closed-loop under the scripted policy (success rates)."""
-    original = load_model(task, stand_ins=False, prune_pairs=False)
-    stand_in = load_model(task, prune_pairs=False)
-    hand = obj = 0.0
-    agree = steps = 0
-    success = {"original": 0, "stand_ins": 0, "stand_ins_open_loop": 0}
-    for seed in seeds:
-        a = run_episode(task, seed, "scripted", model=copy.deepcopy(original))
-        b = run_episode(task, seed, "scripted", model=copy.deepcopy(stand_in), actions=a["actions"])
-        c = run_episode(task, seed, "scripted", model=copy.deepcopy(stand_in))
-        hand = max(hand, float(np.linalg.norm(a["hand"] - b["hand"], axis=1).max()))
-        obj = max(obj, float(np.linalg.norm(a["obj"] - b["obj"], axis=1).max()))
-        agree += int((a["success"] == b["success"]).sum())
-        steps += len(a["success"])
-        success["original"] += bool(a["success"].any())
-        success["stand_ins_open_loop"] += bool(b["success"].any())
-        success["stand_ins"] += bool(c["success"].any())
-    return {
-        "episodes": len(seeds),
-        "max_hand_deviation_m": hand,
-        "max_object_deviation_m": obj,
-        "success_step_agreement": agree / steps,
-        "episodes_succeeded": success,
-    }
-
-
 if __name__ == "__main__":  # pragma: no cover
     import argparse
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--manifest", action="store_true", help="rewrite metaworld_assets.sha256")
-    parser.add_argument("--measure", action="store_true", help="rerun the measurements")
     args = parser.parse_args()
     if args.manifest:
         write_manifest()
-    if args.measure:
-        KEPT_PAIRS.clear()  # chosen afresh; paste the JSON's kept_pairs into KEPT_PAIRS to adopt them
-        measure(out_path=os.path.join(os.path.dirname(MANIFEST_FILE), "..", "docs", "metaworld_model.json"))

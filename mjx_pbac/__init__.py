@@ -6,7 +6,8 @@
 - `schema`: the value checks of every config section;
 - `replay`, `loop`: the device ring buffer and the jitted `lax.scan` training chunks;
 - `runner`, `logger`, `checkpoint`: run directories, logs, checkpoints, resume, divergence;
-- `profiling`: the throughput report of `train.py profile`.
+- `profiling`: the throughput report of `train.py profile`;
+- `commands`, `cli`: the command line: one module per command of `train.py`, and the shared parsing.
 
 The environments live in the top-level `envs` package (they do not depend on this one).
 """

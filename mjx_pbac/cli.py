@@ -1,6 +1,7 @@
-"""What train.py's command line says: the options of each command as a dataclass that tyro
-parses, the training shorthands (--seeds, --sweep, --tasks), and `parse`, tyro with its errors
-as one line. train.py acts on what these return; library code takes the typed configs.
+"""The command line's shared parsing: `parse` (tyro, with its errors as one line), the training
+options with their shorthands (--seeds, --devices, --sweep, --tasks), the profile choice, and what
+a resumed run may change. Each command's own options are a dataclass in its module of
+mjx_pbac/commands/, which acts on what these return; library code takes the typed configs.
 
 A command that trains reads its profile first (`choose`: --profile NAME and the options that
 come before a profile), then parses the rest with the profile's values as the defaults that
@@ -16,13 +17,11 @@ import io
 import re
 import sys
 import typing
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 import tyro
 
-from mjx_pbac.config import Platform, RunConfig, TrainConfig
-from mjx_pbac.probe import DEFAULT_LENGTHS, VARIANTS
-from mjx_pbac.table import PAPER_ALGOS
+from mjx_pbac.config import RunConfig, TrainConfig
 
 _BOX = re.compile(r"[\u2500-\u257f]+")
 
@@ -125,8 +124,8 @@ def choose(kind: type, argv: list[str]):
 
 def resume_changes(args: list[str], run_dir: str) -> dict[str, Any]:
     """`--train.total-steps 600000 ...` given with --resume -> {"total_steps": 600000}: only the
-    settings a resumed run may change (runner.CHANGEABLE_ON_RESUME)."""
-    from mjx_pbac.runner import CHANGEABLE_ON_RESUME
+    settings a resumed run may change (rundir.CHANGEABLE_ON_RESUME)."""
+    from mjx_pbac.rundir import CHANGEABLE_ON_RESUME
 
     hints = typing.get_type_hints(TrainConfig)
     aliases = {"devices": ("--devices",)}  # the training shorthands that stay changeable
@@ -148,175 +147,3 @@ def resume_changes(args: list[str], run_dir: str) -> dict[str, Any]:
             f"{unknown[0].partition('=')[0]} cannot change on resume (changeable: {changeable})"
         )
     return {name: value for name, value in _fields(changes.train, train).items() if value is not None}
-
-
-# -- the commands' options --------------------------------------------------------------------
-
-
-@dataclasses.dataclass(frozen=True)
-class ProfileArgs:
-    """Throughput of the training loop for a profile: compile time, env steps/s and gradient
-    updates/s in steady state, peak memory; JSON report naming the device."""
-
-    run: Annotated[RunConfig, tyro.conf.arg(name="")]
-    measure_steps: int = 0
-    """Env steps per timed chunk; 0 picks 20 vector steps."""
-    timed_chunks: int = 3
-    """Chunks timed after an untimed one (the median is reported)."""
-    baseline: tuple[str, ...] = ()
-    """Env overrides KEY=VALUE of a baseline measured the same way in the same process, e.g.
-    `--baseline solver_loop=while ls_iterations=8` (MJX's own solve, the earlier line search)."""
-    phases: bool = True
-    """Also time the env step and the gradient steps alone (two more programs to compile)."""
-    evaluate: bool = True
-    """Also compile and time evaluation."""
-    split_lengths: tuple[int, ...] = ()
-    """Also time the training chunk split into chunks of these many iterations (divisors of the
-    measured chunk), as --train.chunk-seconds splits a run's: the throughput it costs."""
-    compile_threads: int = 1
-    """Programs compiled at once: 1 in turn (each compile timed alone), 0 as a run compiles them
-    (at most half the machine's cores at once), N at most N at once."""
-    out: str = "profile.json"
-    """Where the JSON report goes."""
-
-
-@dataclasses.dataclass(frozen=True)
-class BenchSeedsArgs:
-    """N seeds as one vmapped program against N sequential runs, sharded over 1, 2, ... D devices:
-    time per chunk, speed-ups and device footprint for each N and D; JSON report naming the device."""
-
-    run: Annotated[RunConfig, tyro.conf.arg(name="")]
-    seed_counts: tuple[int, ...] = (1, 2, 4, 8, 10)
-    """Numbers of seeds N to measure (1 is always measured: it gives the sequential time)."""
-    device_counts: Annotated[tuple[int, ...], tyro.conf.arg(help_behavior_hint="(default: 1 2 4 ... every visible device)")] = ()
-    """Numbers of devices D to shard each N over (1 is always measured)."""
-    measure_steps: int = 0
-    """Env steps per timed chunk (rounded up to whole vector steps); 0 picks 20 vector steps."""
-    timed_chunks: int = 3
-    """Chunks timed per N after an untimed one (the median is reported)."""
-    out: str = "bench_seeds.json"
-    """Where the JSON report goes."""
-
-
-@dataclasses.dataclass(frozen=True)
-class TableArgs:
-    """Runs every task x algorithm of a paper table block at its profile's settings, the paper's
-    budgets (profiles/TASK.toml), N seeds as one vmapped program per run and the tasks of one
-    robot (e.g. ant, ant_delayed, ant_very_delayed) as members of one program, then writes the
-    report (the paper's final-reward and AULC tables, curves) to OUT/report. Running the same
-    command again continues: finished runs are skipped, interrupted ones resume.
-
-    Any training option (--train.KEY VALUE, --ALGO.KEY VALUE, --sweep NAME=v1,v2,...) applies to
-    every run, e.g. --train.total-steps 20000 for a short trial."""
-
-    block: Annotated[str | None, tyro.conf.arg(metavar="BLOCK")] = None
-    """dmc | dense | delayed | mujoco (dense + delayed) | table1 (all three blocks) | metaworld
-    (= table2: the paper's Table 2, sparse Meta-World, 5 seeds in the paper: --seeds 5)."""
-    tasks: Annotated[str | None, tyro.conf.arg(metavar="T1,T2,...")] = None
-    """Instead of a block: any profiles, comma-separated (e.g. chain)."""
-    algos: Annotated[str, tyro.conf.arg(metavar="A1,A2,...")] = ",".join(PAPER_ALGOS)
-    """Comma-separated algorithms (--algo's choices); by default the paper's columns."""
-    seeds: Annotated[int | None, tyro.conf.arg(help_behavior_hint="(default: 10; 5 for metaworld)")] = None
-    """Seeds per run; by default the paper's: 10, and 5 for the Meta-World block."""
-    out: Annotated[str | None, tyro.conf.arg(metavar="DIR", help_behavior_hint="(default: tables/BLOCK)")] = None
-    """The table directory."""
-    group_tasks: bool = True
-    """False runs every task in a program of its own."""
-
-
-@dataclasses.dataclass(frozen=True)
-class ProbeArgs:
-    """Trains every probe variant on the deep-sea chain (envs/deep_chain.py: a fixed random
-    action sign per cell, so no constant action reaches the goal) at each length, the lengths x
-    seeds as members of one program per variant, at the probe profile's settings, e.g.
-    profiles/deep_chain.toml: one head per episode for the posterior-sampling methods, a stated
-    initial temperature for soft actors. Writes OUT/probe.md and OUT/probe.json (per variant and
-    length: seeds that reached the goal in training, first-visit step, final greedy return, seeds
-    solved, ensemble disagreement; per variant the largest length solved in >= 8/10 seeds),
-    OUT/probe_success.png and OUT/spread_position.png. Running the same command again continues:
-    finished variants are skipped, interrupted ones resume; `train.py report OUT` rewrites the
-    report.
-
-    Any training option applies to every variant, e.g. --train.total-steps 5000 for a short trial."""
-
-    algos: Annotated[str, tyro.conf.arg(metavar="V1,V2,...|all", help=f"Comma-separated variants, or all: {', '.join(VARIANTS)}.")] = "all"
-    lengths: Annotated[str, tyro.conf.arg(metavar="L1,L2,...")] = ",".join(map(str, DEFAULT_LENGTHS))
-    """Comma-separated integer chain lengths."""
-    seeds: int = 10
-    """Seeds per length."""
-    out: Annotated[str | None, tyro.conf.arg(metavar="DIR", help_behavior_hint="(default: probes/PROFILE)")] = None
-    """The probe directory."""
-    profile: str = "deep_chain"
-    """The probe profile."""
-
-
-@dataclasses.dataclass(frozen=True)
-class ReportArgs:
-    """The paper's tables (final episode reward and AULC, IQM [lower, upper] over seeds, bold by a
-    one-sided paired t-test) as Markdown and LaTeX, and reward-curve PNGs, from finished runs."""
-
-    run_dirs: tyro.conf.Positional[tuple[str, ...]]
-    """Run directories; their members are grouped by task (env) and method (label), seeds paired by seed."""
-    out: str = "report"
-    """Directory for results.md, results.tex and the figures."""
-    explore: Annotated[tuple[tuple[str, ...], ...], tyro.conf.arg(metavar="RUN_DIR,X_KEY,Y_KEY"), tyro.conf.UseAppendAction] = ()
-    """Exploration pictures RUN_DIR,X_KEY,Y_KEY (e.g. runs/x,x_position,y_position; Y_KEY may be env_steps)."""
-    phases: int = 5
-    """Training phases (panels) per exploration picture."""
-    member: int | None = None
-    """Draw only this member in the exploration pictures (default: all, coloured by member)."""
-    x: tuple[Literal["steps", "wall", "train"], ...] = ("steps",)
-    """The curves' x axes, one figure per task each: env steps, the run's wall-clock (compiles and
-    evaluations included) or its training time, in minutes; e.g. `--x steps wall`."""
-    score: tuple[str, ...] = ()
-    """Scores of the time-to-score table: NUMBER for every task, or TASK=NUMBER (repeatable in one
-    list); default: the paper's PBAC final value on each task (`mjx_pbac/paper.py`)."""
-    score_fraction: tuple[float, ...] = (1.0,)
-    """Fractions of the score to time, one table row each, e.g. `--score-fraction 0.9 1.0`."""
-    by_run: bool = False
-    """Name each method after its run directory too, RUN/LABEL (e.g. u8/pbac): runs of the same task
-    and algorithm with other options are then compared side by side, not taken as seeds of one method."""
-
-
-BENCH_PRESETS = {
-    "quick": dict(env_names=("hopper",), num_envs=(1, 16), steps_per_call=10, repeats=2, gymnasium_steps=300),
-    "cpu": dict(env_names=("ant", "hopper", "humanoid"), num_envs=(1, 64, 256), steps_per_call=10, repeats=2),
-    "gpu": dict(
-        env_names=("ant", "hopper", "humanoid"),
-        num_envs=(1, 64, 256, 1024, 4096, 8192, 16384, 32768),
-        steps_per_call=50,
-        repeats=3,
-        gymnasium_steps=2000,
-    ),
-}
-
-
-@dataclasses.dataclass(frozen=True)
-class BenchEnvArgs:
-    """Measure env steps/s and compile time for a range of instance counts; write JSON."""
-
-    preset: Literal["quick", "cpu", "gpu"] = "quick"
-    """Starting point for the sizes below: quick (one env, seconds), cpu, or gpu (up to 32768)."""
-    env: tuple[str, ...] = ()
-    """Registered env names to time; empty keeps the preset's."""
-    num_envs: tuple[int, ...] = ()
-    """Instance counts; empty keeps the preset's."""
-    steps_per_call: int | None = None
-    """Env steps per jitted call; None keeps the preset's."""
-    repeats: int | None = None
-    """Timed calls per size (median reported); None keeps the preset's."""
-    gymnasium_steps: int | None = None
-    """Steps of Gymnasium's C MuJoCo env to time (0 skips it); None keeps the preset's."""
-    set: tuple[str, ...] = ()
-    """Env overrides KEY=VALUE for every env, e.g. --set integrator=euler iterations=2."""
-    out: str = "bench_env.json"
-    """Where the JSON report goes."""
-    platform: Platform = "auto"
-    """Where to measure, as the training command's --train.platform (gpu / tpu: an error, not a
-    silent CPU measurement, when JAX has no such device)."""
-
-    def bench_config_fields(self) -> dict[str, Any]:
-        """The preset's EnvBenchConfig fields with the given sizes in place of its own."""
-        given = {"env_names": self.env, "num_envs": self.num_envs, "steps_per_call": self.steps_per_call,
-                 "repeats": self.repeats, "gymnasium_steps": self.gymnasium_steps}
-        return {**BENCH_PRESETS[self.preset], **{name: value for name, value in given.items() if value not in ((), None)}}

@@ -174,6 +174,21 @@ def _jaxlib_version() -> str:
         return "not installed"
 
 
+def device_description(layout: Layout | None = None) -> dict[str, Any]:
+    """The device kind and count, and (given a layout) how many of them the run uses."""
+    device = jax.devices()[0]
+    record = {
+        "platform": device.platform,
+        "device_kind": device.device_kind,
+        "device_count": jax.device_count(),
+        "process_count": jax.process_count(),
+        "jax": jax.__version__,
+    }
+    if layout is not None:
+        record.update(devices_used=layout.devices, padded_members=layout.padded)
+    return record
+
+
 def is_writer() -> bool:
     """Whether this process writes the run directory (process 0; the only one in a one-process run)."""
     return jax.process_index() == 0

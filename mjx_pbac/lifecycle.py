@@ -18,30 +18,23 @@ Status (summary.json "status") and exit code of `train.py` (and of `table`, `pro
                    train.stop_grace_seconds, known ahead or found when the grace ran out
   (no run)     2   bad input: nothing was started; 4: the run directory is in use by another process
 
-A run holds an exclusive lock (`fcntl.flock` on RUN_DIR/.lock, which names the holder) for its
-whole life, so a second run, resume or table of the same directory is refused with the holder's
-pid, host and command. The kernel drops the lock when its process dies, however it dies, so a
-lock is never stale; the file's holder record then only tells the next process who was there.
+A run holds its directory's lock for its whole life (`rundir.RunLock`). A stop signal asks the
+run to stop after the chunk in progress, with a checkpoint (`StopSignals` reads the signals,
+`Stopping` decides, from what the run is doing, whether that fits the grace period):
+docs/preemption.md says what each tool sends and what the run does.
 """
 
 from __future__ import annotations
 
 import contextlib
 import enum
-import errno
 import json
 import os
 import signal
-import socket
 import sys
 import threading
 import time
 from collections.abc import Callable
-from datetime import datetime
-from pathlib import Path
-from typing import Any
-
-LOCK_NAME = ".lock"
 
 
 class ExitCode(enum.IntEnum):
@@ -51,118 +44,6 @@ class ExitCode(enum.IntEnum):
     DIVERGED = 3
     LOCKED = 4
     INTERRUPTED = 75  # EX_TEMPFAIL: stopped cleanly, try again (resume) later
-
-
-class RunLocked(RuntimeError):
-    """The run directory is held by another live process."""
-
-    exit_code = ExitCode.LOCKED
-
-
-def write_json(path: Path, record: dict[str, Any]) -> None:
-    """Writes `record` to `path` through a temporary file and a rename, so a reader (or a crash)
-    never sees half a file."""
-    temporary = path.with_name(f".{path.name}.tmp")
-    temporary.write_text(json.dumps(record, indent=2) + "\n")
-    os.replace(temporary, path)
-
-
-def _holder_record() -> dict[str, Any]:
-    return {
-        "pid": os.getpid(),
-        "host": socket.gethostname(),
-        "started": datetime.now().isoformat(timespec="seconds"),
-        "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]) if sys.argv and sys.argv[0] else "python",
-    }
-
-
-def describe_holder(holder: dict[str, Any] | None) -> str:
-    if not holder:
-        return "another process"
-    return f"process {holder.get('pid')} on {holder.get('host')} (`{holder.get('command')}`, since {holder.get('started')})"
-
-
-class RunLock:
-    """An exclusive, non-blocking lock on a run directory, held from `acquire` to `release`."""
-
-    def __init__(self, run_dir: str | os.PathLike):
-        self.run_dir = Path(run_dir)
-        self.path = self.run_dir / LOCK_NAME
-        self._handle = None
-        self.previous: dict[str, Any] | None = None
-        """The holder record left by the last process that held the lock (None if none)."""
-
-    def acquire(self) -> RunLock:
-        import fcntl
-
-        handle = open(self.path, "a+")  # noqa: SIM115 - held open while the lock is: closing drops the flock
-        try:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as error:
-            holder = _read_holder(handle)
-            handle.close()
-            if error.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-                raise RunLocked(
-                    f"{self.run_dir} is in use by {describe_holder(holder)}; wait for it to end, or stop it "
-                    f"(kill -TERM {holder.get('pid') if holder else 'PID'}: it checkpoints and exits) and try again"
-                ) from None
-            raise  # the filesystem cannot lock (ENOLCK): an OS error the caller reports
-        self.previous = _read_holder(handle)
-        handle.seek(0)
-        handle.truncate()
-        handle.write(json.dumps(_holder_record()) + "\n")
-        handle.flush()
-        self._handle = handle
-        return self
-
-    def release(self) -> None:
-        if self._handle is not None:
-            self._handle.close()  # closing drops the flock; the file (and its record) stays
-            self._handle = None
-
-    def __enter__(self) -> RunLock:
-        return self.acquire()
-
-    def __exit__(self, *exc) -> bool:
-        self.release()
-        return False
-
-
-def _read_holder(handle) -> dict[str, Any] | None:
-    try:
-        handle.seek(0)
-        return json.loads(handle.read() or "null")
-    except (OSError, ValueError):
-        return None
-
-
-def is_locked(run_dir: str | os.PathLike) -> bool:
-    """Whether a live process holds `run_dir`'s lock (checked by trying to take it)."""
-    import fcntl
-
-    path = Path(run_dir) / LOCK_NAME
-    try:
-        with open(path) as handle:  # read-only: trying the lock leaves the holder record alone
-            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    except OSError:
-        return False
-    return False
-
-
-def read_status(run_dir: str | os.PathLike) -> str | None:
-    """The run's status from summary.json: finished, failed, diverged, interrupted, running (a
-    live process holds it) or killed (it says running but no process holds its lock); None when
-    there is no readable summary."""
-    path = Path(run_dir) / "summary.json"
-    try:
-        status = json.loads(path.read_text()).get("status")
-    except (OSError, ValueError, AttributeError):
-        return None
-    if status == "running" and not is_locked(run_dir):
-        return "killed"
-    return None if status is None else str(status)
 
 
 SAME_REQUEST_SECONDS = 1.0
@@ -270,3 +151,154 @@ def signal_name(signum: int) -> str:
         return signal.Signals(signum).name
     except ValueError:
         return f"signal {signum}"
+
+
+class Stopping:
+    """A run's answer to stop signals, from what its main thread is doing (`doing`): after the
+    current chunk with a checkpoint when that fits the grace period, else at once.
+
+    The run tells it what it does (`doing`), how far it got (`env_steps`, `saved_env_steps`) and
+    how long a checkpoint takes (`save_seconds`); `stopped` is set once its training loop has
+    returned. `say(text)` prints to the user, `newest()` names the newest checkpoint ("none"),
+    and `record(message, exit_code)` writes the status of a stop at once (summary.json). `signals()`
+    gives the `StopSignals` wired to it."""
+
+    def __init__(self, run_dir, grace: float, say: Callable[[str], None], newest: Callable[[], str], record: Callable[[str, int], None]):
+        self.run_dir, self.grace = run_dir, grace
+        self.say, self.newest, self.record = say, newest, record
+        self.activity: tuple[str, float, float | None] = ("setting up", time.perf_counter(), None)
+        """(what the main thread is doing, since when, its expected seconds or None if unknown)."""
+        self.env_steps = 0
+        """Env steps reached so far (the end of the last chunk run)."""
+        self.saved_env_steps = 0
+        """Env steps of the newest checkpoint this run has (what a stop at once keeps)."""
+        self.save_seconds: float | None = None
+        """How long the last checkpoint took to write."""
+        self.stopped = threading.Event()
+        """Set once the training loop has returned (or raised): a stop's grace is no longer needed."""
+
+    def signals(self) -> StopSignals:
+        return StopSignals(on_first=self.on_first_signal, on_stop_now=self.on_stop_now, on_repeat=self.on_repeat_signal)
+
+    def doing(self, what: str, expected: float | None = None) -> None:
+        """The main thread starts `what`, expected to take `expected` seconds (None: not known)."""
+        self.activity = (what, time.perf_counter(), expected)
+
+    def _resume_hint(self) -> str:
+        return f"Continue with `python train.py --resume {self.run_dir}`"
+
+    def seconds_to_stop(self) -> float | None:
+        """Seconds until the run could stop with a checkpoint if asked now: the rest of what the
+        main thread is doing and a checkpoint's write; None when that is not known (a compile, a
+        program's first chunk, setting up, or a chunk running over twice its expected time)."""
+        what, since, expected = self.activity
+        if what == "writing a checkpoint":
+            return 0.0
+        elapsed = time.perf_counter() - since
+        if expected is None or elapsed > 2 * expected + 5.0:  # not timed yet, or far overdue: not known
+            return None
+        write = self.save_seconds if self.save_seconds is not None else 0.0  # a stop evaluates kept policies after it
+        return max(0.0, expected - elapsed) + write
+
+    def lost(self) -> str:
+        """What a stop at once loses, in words."""
+        newest = self.newest()
+        unsaved = self.env_steps - self.saved_env_steps
+        keep = f"checkpoint {newest} is kept" if newest != "none" else "there is no checkpoint"
+        if unsaved <= 0 and self.activity[0] != "running a chunk":
+            return f"nothing was lost ({keep})"
+        if unsaved > 0:
+            return f"the {unsaved:,} env steps since it and the chunk in progress were lost ({keep})"
+        return f"the chunk in progress was lost ({keep})"
+
+    def on_first_signal(self, signum: int) -> bool:
+        """Stop after the current chunk with a checkpoint, or (returns True) at once when that is
+        expected to take longer than the grace period. When the chunk's end is not known (a
+        compile, a program's first chunk) the run waits for it, up to the grace
+        (`on_grace_over`)."""
+        name, grace = signal_name(signum), self.grace
+        left = self.seconds_to_stop()
+        if grace > 0 and (left is None or left <= grace):  # a grace of 0: none, the first signal stops at once
+            what = self.activity[0].removeprefix("running a ")
+            where = {
+                "chunk": "after the current chunk", "between chunks": "before the next chunk",
+                "writing a checkpoint": "once the checkpoint being written is done", "evaluating": "after the evaluation in progress",
+            }.get(what, f"once {what} is done")
+            when = (
+                f"in about {left:.0f} s, within the {grace:g} s grace" if left is not None
+                else f"its end is not known yet: waiting for it up to the {grace:g} s grace (--train.stop-grace-seconds), then stopping at once"
+            )
+            self.say(f"{name} received: stopping with a checkpoint {where} ({when}; send it again to stop at once)")
+            timer = threading.Timer(grace, self.on_grace_over, args=(signum, what))
+            timer.daemon = True
+            timer.start()
+            return False
+        if grace > 0:
+            why = f"it came while {self.activity[0]} and it needs about {left:.0f} s more, beyond the {grace:g} s grace (--train.stop-grace-seconds)"
+        else:
+            why = "the run has no grace (--train.stop-grace-seconds 0)"
+        self.stop_at_once(f"stopped at once by {name} after {self.env_steps:,} env steps: {why}; {self.lost()}. {self._resume_hint()}", 128 + signum)
+        return True
+
+    def on_grace_over(self, signum: int, what: str) -> None:
+        """The grace after the first stop signal is over: unless the run has stopped, or is past
+        its chunk (evaluating the kept policies or writing the stop's checkpoint, which end on
+        their own), it stops at once, losing the chunk in progress."""
+        while not self.stopped.is_set() and not self.activity[0].startswith(("running", "compiling", "setting up")):
+            self.stopped.wait(0.1)
+        if self.stopped.is_set():
+            return
+        newest = self.newest()
+        message = (
+            f"stopped at once by {signal_name(signum)} after {self.env_steps:,} env steps: the {what} it came during "
+            f"did not end within the {self.grace:g} s grace (--train.stop-grace-seconds); {self.lost()}. {self._resume_hint()}"
+            + (f", which starts from {newest}" if newest != "none" else ", which starts it again from step 0")
+        )
+        self.stop_at_once(message, 128 + signum)
+        sys.stderr.flush()
+        os._exit(128 + signum)
+
+    def on_repeat_signal(self, signum: int, after: float) -> None:
+        self.say(
+            f"{signal_name(signum)} {after:.2f} s after the first: the same stop request (signals within "
+            f"{SAME_REQUEST_SECONDS:g} s count once, as `timeout`, SLURM and shells send one to a process and its group); "
+            "send it again later to stop at once"
+        )
+
+    def on_stop_now(self, signum: int) -> None:
+        message = f"stopped at once by a second {signal_name(signum)} after {self.env_steps:,} env steps; {self.lost()}. {self._resume_hint()}"
+        self.stop_at_once(message, 128 + signum)
+
+    def stop_at_once(self, message: str, exit_code: int) -> None:
+        """Records the status, tells the other processes of a multi-process run to stop too
+        (`devices.publish_stop_now`), and says why; the caller ends the process."""
+        import jax
+
+        from mjx_pbac import devices
+
+        self.record(message, exit_code)
+        self.say(message)
+        devices.publish_stop_now(json.dumps({"process": jax.process_index(), "exit_code": exit_code, "message": message}))
+
+    def on_stop_told(self, text: str) -> None:
+        """Another process stopped at once (`stop_at_once`): this one records it and ends too."""
+        import jax
+
+        from mjx_pbac import devices
+
+        try:
+            told = json.loads(text)
+            exit_code, message = int(told["exit_code"]), str(told["message"])
+            process = told.get("process")
+        except (ValueError, KeyError, TypeError):
+            exit_code, message, process = 128 + signal.SIGTERM, text, "?"
+        if process == jax.process_index():  # its own word: it is ending already
+            return
+        message = f"process {process} {message[0].lower()}{message[1:]}" if message else f"process {process} stopped at once"
+        self.record(message, exit_code)
+        self.say(message)
+        sys.stderr.flush()
+        if jax.process_index() == 0:  # it holds the store: the others must end first, or they abort on losing it
+            time.sleep(5 * devices.STOP_NOW_POLL_SECONDS)
+        os._exit(exit_code)
+

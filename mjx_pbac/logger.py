@@ -17,6 +17,8 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
+from mjx_pbac import rundir
+
 
 def truncate_jsonl(path: Path, max_env_steps: int) -> int:
     """Keeps the records of `path` with env_steps <= max_env_steps; returns how many were dropped."""
@@ -55,7 +57,7 @@ class RunLogger:
     def __init__(self, run_dir: Path, members: list, tensorboard: bool, purge_step: int | None = None):
         self.run_dir = run_dir
         self.members = members
-        self._files = {name: open(run_dir / f"{name}.jsonl", "a") for name in ("metrics", "eval", "visits")}  # noqa: SIM115 - open for the run, closed by close()
+        self._files = {name: open(run_dir / name, "a") for name in rundir.LOGS}  # noqa: SIM115 - open for the run, closed by close()
         self._writers = []
         if tensorboard:
             from tensorboardX import SummaryWriter
@@ -63,7 +65,7 @@ class RunLogger:
             several_tasks = len({getattr(m, "task", "") for m in members}) > 1
             self._writers = [
                 SummaryWriter(
-                    str(run_dir / "tb" / member_slug(m.label, m.seed, m.task if several_tasks else "")),
+                    str(run_dir / rundir.TENSORBOARD / member_slug(m.label, m.seed, m.task if several_tasks else "")),
                     purge_step=purge_step,
                     flush_secs=10,
                 )
@@ -77,7 +79,7 @@ class RunLogger:
 
     def log_chunk(self, records: list[dict[str, Any]]) -> None:
         """One record per member (with its "member" index)."""
-        self._append("metrics", records)
+        self._append(rundir.METRICS, records)
         for record in records if self._writers else ():
             writer, step = self._writers[record["member"]], record["env_steps"]
             for name, value in record.items():
@@ -87,7 +89,7 @@ class RunLogger:
                     writer.add_scalar(_tag(name), value, step)
 
     def log_eval(self, records: list[dict[str, Any]]) -> None:
-        self._append("eval", records)
+        self._append(rundir.EVAL, records)
         for record in records if self._writers else ():
             writer, step = self._writers[record["member"]], record["env_steps"]
             writer.add_scalar("eval/return_mean", record["return_mean"], step)
@@ -98,7 +100,7 @@ class RunLogger:
 
     def log_visits(self, records: list[dict[str, Any]]) -> None:
         if records:
-            self._append("visits", records)
+            self._append(rundir.VISITS, records)
 
     def close(self) -> None:
         for handle in self._files.values():

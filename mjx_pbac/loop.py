@@ -58,9 +58,10 @@ from jax.sharding import Mesh, PartitionSpec
 from envs.wrappers import wrap_for_training
 from mjx_pbac import normalization, replay
 from mjx_pbac.algos.base import AgentState, Algorithm, stack_configs
-from mjx_pbac.config import Schedule, TrainConfig
+from mjx_pbac.config import TrainConfig
 from mjx_pbac.devices import AXIS
 from mjx_pbac.disagreement import disagreement_metrics
+from mjx_pbac.schedule import Schedule
 
 
 @struct.dataclass

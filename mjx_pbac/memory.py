@@ -55,7 +55,7 @@ from typing import Any, NamedTuple
 import jax
 import numpy as np
 
-from mjx_pbac.config import RunConfig, config_to_dict, parse_overrides, parse_sweep, parse_task_overrides
+from mjx_pbac.config import RunConfig, config_to_dict, parse_sweep, parse_task_overrides
 from mjx_pbac.devices import devices_used
 
 SAFETY_FRACTION = 0.9
@@ -293,17 +293,14 @@ def estimate(config: RunConfig, platform: str | None = None) -> MemoryEstimate:
     `jax.eval_shape` (nothing is allocated) and an arithmetic member count. Builds the env and
     the algorithm (for a handful of member configs); raises ValueError/TypeError for a config
     they refuse."""
-    import envs
-    from mjx_pbac import algos
-    from mjx_pbac.loop import make_trainer, member_inputs
+    from mjx_pbac.build import assemble
+    from mjx_pbac.loop import member_inputs
 
     platform = platform or jax.devices()[0].platform
     train = config.train
     members = member_count(config)
     configs = member_configs(config)
-    env, task_params = envs.make_family(train.task_names, **parse_overrides(train.env_overrides))
-    algorithm = algos.make(config.algo, configs, env.observation_size, env.action_size)
-    trainer = make_trainer(train, env, algorithm, donate=False)
+    env, task_params, _, trainer = assemble(config, configs, donate=False)
     inputs = member_inputs([(train.seed, configs[0])], [task_params[0]])
     state = jax.eval_shape(trainer.init, *inputs)  # one member, leading axis 1
     one_episode = jax.eval_shape(env.reset, jax.random.key(0))

@@ -34,6 +34,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from mjx_pbac import rundir
+
 SOLVED_SHARE = 0.8
 """A length counts as solved (reached) by a variant when at least this share of its seeds did."""
 
@@ -104,19 +106,13 @@ def known_answers(task: str, env_overrides: dict[str, Any]) -> dict[str, float]:
 # -- reading the runs -------------------------------------------------------------------------
 
 
-def _jsonl(path: Path) -> list[dict[str, Any]]:
-    if not path.is_file():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-
-
 def member_outcomes(run_dir: Path) -> list[dict[str, Any]]:
     """Per member of a probe run: task, seed, first goal visit (env steps, None if never), final
     greedy return, and the disagreement metrics of its last training chunk."""
-    record = json.loads((run_dir / "config.json").read_text())
+    record = json.loads((run_dir / rundir.CONFIG).read_text())
     first: dict[int, int] = {}
     last_chunk: dict[int, dict[str, Any]] = {}
-    entries = _jsonl(run_dir / "metrics.jsonl")
+    entries = rundir.read_jsonl(run_dir / rundir.METRICS)
     total = record.get("effective_steps", {}).get("total_steps") or max((e["env_steps"] for e in entries), default=0)
     late: set[int] = {e["member"] for e in entries if e.get("goal_steps", 0) > 0 and e["env_steps"] > 0.75 * total}
     for entry in entries:
@@ -125,7 +121,7 @@ def member_outcomes(run_dir: Path) -> list[dict[str, Any]]:
             first[member] = entry["first_goal_step"]
         if entry.get("phase") == "train":
             last_chunk[member] = entry
-    evaluations = _jsonl(run_dir / "eval.jsonl")
+    evaluations = rundir.read_jsonl(run_dir / rundir.EVAL)
     last_step = max((e["env_steps"] for e in evaluations), default=None)
     final = {e["member"]: e["return_mean"] for e in evaluations if e["env_steps"] == last_step}
     names = ("critic_q_spread", "critic_gap_spread", "critic_vote_spread", "critic_pair_q_spread", "head_action_spread")
@@ -156,7 +152,7 @@ def summarize(plan: dict[str, Any]) -> dict[str, Any]:
     rows, per_variant = [], {}
     for variant, run_dir in plan["runs"].items():
         run_dir = Path(run_dir)
-        outcomes = member_outcomes(run_dir) if (run_dir / "config.json").is_file() else []
+        outcomes = member_outcomes(run_dir) if (run_dir / rundir.CONFIG).is_file() else []
         solved_lengths, reached_lengths = [], []
         for length in lengths:
             answers = known[str(length)]
@@ -318,12 +314,13 @@ def position_spreads(run_dir: Path, length: int, pairs: int = 32) -> dict[str, n
     import jax
     import jax.numpy as jp
 
-    from mjx_pbac import checkpoint, runner
+    from mjx_pbac import checkpoint
+    from mjx_pbac.build import build
     from mjx_pbac.disagreement import ensemble_disagreement
 
-    config, _ = runner.load_run_config(run_dir)
-    built = runner.build(config, donate=False)
-    state, _ = checkpoint.restore(checkpoint.latest(run_dir / "checkpoints"), template=built.init_state())
+    config, _ = rundir.load_run_config(run_dir)
+    built = build(config, donate=False)
+    state, _ = checkpoint.restore(checkpoint.latest(run_dir / rundir.CHECKPOINTS), template=built.init_state())
     members = [m.index for m in built.members if m.task == task_name(length)]
     env = built.env
     xs = np.arange(0, length + 1, env.config.step_size, dtype=np.float32)
@@ -353,7 +350,7 @@ def plot_spreads(summary: dict[str, Any], path: Path, variants: tuple[str, ...] 
     done = [
         v for v in variants
         if v in summary["runs"] and summary["variants"].get(v, {}).get("status") == "finished"
-        and checkpoint.list_checkpoints(Path(summary["runs"][v]) / "checkpoints")
+        and checkpoint.list_checkpoints(Path(summary["runs"][v]) / rundir.CHECKPOINTS)
     ]
     if not done:  # e.g. a copy of the probe without its checkpoints (they hold the replay buffers)
         return None

@@ -37,10 +37,11 @@ from typing import Any
 
 import jax
 
+from mjx_pbac.build import build
 from mjx_pbac.compiling import compile_together
 from mjx_pbac.config import RunConfig, config_to_dict
+from mjx_pbac.devices import device_description
 from mjx_pbac.hlo import program_stats
-from mjx_pbac.runner import build, device_description
 
 
 @dataclasses.dataclass(frozen=True)

@@ -30,6 +30,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from mjx_pbac import rundir
 from mjx_pbac.config import RunConfig, config_from_dict, config_to_dict, merge_task_configs
 
 BLOCKS: dict[str, tuple[str, ...]] = {
@@ -98,26 +99,20 @@ def plan(task_configs: dict[tuple[str, str], RunConfig], group_tasks: bool = Tru
 def _status(run_dir: Path) -> str:
     """"new", "finished", "resumable" (`--resume` continues it, from step 0 when it has no
     checkpoint) or "no-config" (not a run directory that can be resumed)."""
-    from mjx_pbac import runner
-    from mjx_pbac.lifecycle import LOCK_NAME, read_status
-
-    if not run_dir.exists() or not any(p.name != LOCK_NAME for p in run_dir.iterdir()):
+    if not run_dir.exists() or not any(p.name != rundir.LOCK for p in run_dir.iterdir()):
         return "new"
     try:
-        runner.read_run_record(run_dir)
-    except runner.RunError:
+        rundir.read_run_record(run_dir)
+    except rundir.RunError:
         return "no-config"
-    return "finished" if read_status(run_dir) == "finished" else "resumable"
+    return "finished" if rundir.read_status(run_dir) == "finished" else "resumable"
 
 
 def _same_run(run_dir: Path, config: RunConfig) -> str | None:
     """None when `run_dir` was started with `config` (its run directory aside), else what differs."""
-    path = run_dir / "config.json"
-    if not path.is_file():
+    if not (run_dir / rundir.CONFIG).is_file():
         return "it has no config.json"
-    from mjx_pbac import runner
-
-    stored = runner.read_run_record(run_dir)["config"]
+    stored = rundir.read_run_record(run_dir)["config"]
     try:  # through the config, so that options added since the run started read as their defaults
         stored = json.loads(json.dumps(config_to_dict(config_from_dict(stored))))
     except (ValueError, TypeError):
@@ -128,7 +123,7 @@ def _same_run(run_dir: Path, config: RunConfig) -> str | None:
             section.get("train", {}).pop(name, None)
     if stored == wanted:
         return None
-    return "it was started with other settings: " + ", ".join(runner.config_differences(stored, wanted))
+    return "it was started with other settings: " + ", ".join(rundir.config_differences(stored, wanted))
 
 
 def run_table(
@@ -141,16 +136,13 @@ def run_table(
     """Runs (or continues) every program into `out_dir` and writes the report (`report(run_dirs,
     out_dir)`, default: `train.py report` into OUT/report); returns the plan record written to
     table.json. See the module docstring."""
-    from mjx_pbac import runner
-    from mjx_pbac.lifecycle import RunLock
-
     out_dir = Path(out_dir)
     runs_dir = out_dir / "runs"
     try:
         runs_dir.mkdir(parents=True, exist_ok=True)
     except OSError as error:
-        raise runner.RunError(f"cannot create the output directory {runs_dir}: {error.strerror}") from None
-    with RunLock(out_dir):
+        raise rundir.RunError(f"cannot create the output directory {runs_dir}: {error.strerror}") from None
+    with rundir.RunLock(out_dir):
         return _run_table(programs, out_dir, runs_dir, block, log, report)
 
 
@@ -168,9 +160,7 @@ def _run_table(programs, out_dir: Path, runs_dir: Path, block: str, log, report)
     }
 
     def write():
-        from mjx_pbac.lifecycle import write_json
-
-        write_json(out_dir / "table.json", record)
+        rundir.write_json(out_dir / "table.json", record)
 
     # Refuse a changed command before anything runs, so no run of the block is mixed with another's.
     for program in programs:
@@ -178,7 +168,7 @@ def _run_table(programs, out_dir: Path, runs_dir: Path, block: str, log, report)
         if _status(run_dir) in ("finished", "resumable"):
             difference = _same_run(run_dir, dataclasses.replace(program.config, train=dataclasses.replace(program.config.train, run_dir=str(run_dir))))
             if difference:
-                raise runner.RunError(
+                raise rundir.RunError(
                     f"{run_dir} exists but {difference}; use another --out, or move that run away"
                 )
     write()
@@ -217,7 +207,7 @@ def _run_table(programs, out_dir: Path, runs_dir: Path, block: str, log, report)
             raise
         write()
     record["elapsed_s"] = time.perf_counter() - started
-    run_dirs = [r["run_dir"] for r in record["runs"] if (Path(r["run_dir"]) / "eval.jsonl").is_file()]
+    run_dirs = [r["run_dir"] for r in record["runs"] if (Path(r["run_dir"]) / rundir.EVAL).is_file()]
     write()
     if report is None:
         written = write_report(run_dirs, out_dir / "report")

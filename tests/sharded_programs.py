@@ -20,7 +20,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from mjx_pbac import compilation_cache, config as run_config, runner
+from mjx_pbac import compilation_cache, config as run_config
+from mjx_pbac.build import build
 from mjx_pbac.hlo import program_stats
 
 COLLECTIVES = re.compile(r"\b(all-gather|all-reduce|all-to-all|collective-permute|reduce-scatter)(-start)?\(")
@@ -37,7 +38,7 @@ def chain(seeds: int, devices: int, seed: int = 0) -> run_config.RunConfig:
 
 def trained(config: run_config.RunConfig, chunks: int = 2):
     """(built, state after a warm-up chunk and `chunks` training chunks, last metrics, evaluation)."""
-    built = runner.build(config)
+    built = build(config)
     state, _ = built.trainer.warmup_chunk(built.init_state())
     for _ in range(chunks):
         state, metrics = built.trainer.train_chunk(state)
@@ -118,7 +119,7 @@ def main(out: str) -> None:
     saved = built.layout.gather(state)
     continued, _ = built.trainer.train_chunk(built.layout.restore(saved, like=state))
     reference, _ = built.trainer.train_chunk(state)
-    single = runner.build(chain(8, devices=1))
+    single = build(chain(8, devices=1))
     template = single.init_state()
     elsewhere, _ = single.trainer.train_chunk(single.layout.restore(saved, like=template))
     report["resume_same_layout"] = compare(built.layout.gather(continued), built.layout.gather(reference))

@@ -16,7 +16,8 @@ import numpy as np
 import pytest
 from flax import struct
 
-from mjx_pbac import checkpoint, runner
+from mjx_pbac import checkpoint
+from mjx_pbac.build import build
 from mjx_pbac.config import load_profile
 from tests.test_runner import _tiny_chain
 
@@ -157,10 +158,10 @@ def test_normalisation_statistics_missing_or_unexpected_are_refused_in_one_line(
 def test_checkpoint_from_another_config_is_refused(tmp_path):
     """A whole training state (the chain profile's) saved, then restored into the state of wider
     networks: refused, naming the cause."""
-    state = runner.build(_tiny_chain(tmp_path / "a")).init_state()
+    state = build(_tiny_chain(tmp_path / "a")).init_state()
     path = checkpoint.save(tmp_path / "checkpoints", state, env_steps=0, metadata={})
     other = dataclasses.replace(load_profile("chain").pbac, hidden_sizes=(16, 16))
-    template = runner.build(dataclasses.replace(_tiny_chain(tmp_path / "b"), pbac=other)).init_state()
+    template = build(dataclasses.replace(_tiny_chain(tmp_path / "b"), pbac=other)).init_state()
     with pytest.raises(checkpoint.CheckpointError, match="different configuration"):
         checkpoint.restore(path, template)
     restored, _ = checkpoint.restore(path, state)  # the same configuration's state restores

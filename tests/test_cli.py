@@ -12,11 +12,12 @@ import pytest
 
 import train
 from mjx_pbac import algos, cli
+from mjx_pbac.commands import _common, training
 from mjx_pbac.config import RunConfig, TrainConfig, load_profile
 
 
 def test_parse_overrides_reads_literals_and_bare_words():
-    assert train.parse_overrides(("integrator=euler", "iterations=2", "delay_threshold=1.5")) == (
+    assert _common.parse_overrides(("integrator=euler", "iterations=2", "delay_threshold=1.5")) == (
         ("integrator", "euler"),
         ("iterations", 2),
         ("delay_threshold", 1.5),
@@ -26,7 +27,7 @@ def test_parse_overrides_reads_literals_and_bare_words():
 @pytest.mark.parametrize("bad", ["integrator", "=euler"])
 def test_malformed_override_is_refused(bad):
     with pytest.raises(SystemExit, match="malformed override"):
-        train.parse_overrides((bad,))
+        _common.parse_overrides((bad,))
 
 
 @pytest.mark.parametrize(
@@ -150,7 +151,7 @@ def test_extra_tasks_take_their_profiles_knobs_unless_the_command_line_sets_them
     run's own 1.0)."""
     def tasks_config(*options):
         argv = ["--tasks", "ant_very_delayed", *options]
-        return train._with_task_profiles(cli.configure(load_profile("ant"), argv, "p"), argv, "p")
+        return training._with_task_profiles(cli.configure(load_profile("ant"), argv, "p"), argv, "p")
 
     assert tasks_config().train.task_overrides == ("ant_very_delayed:prior_variance=5.0",)
     assert "per-task settings from the tasks' profiles: ant_very_delayed:prior_variance=5.0" in capsys.readouterr().err
@@ -178,5 +179,5 @@ def test_platform_check_names_what_loaded_and_what_to_install(monkeypatch):
 
 
 def test_table_and_probe_refuse_choosing_the_env_but_take_env_overrides():
-    assert train._sets_what_is_chosen(["--train.env", "ant"]) and train._sets_what_is_chosen(["--train.env=ant"])
-    assert not train._sets_what_is_chosen(["--train.env-overrides", "episode_length=20"])
+    assert _common.sets_what_is_chosen(["--train.env", "ant"]) and _common.sets_what_is_chosen(["--train.env=ant"])
+    assert not _common.sets_what_is_chosen(["--train.env-overrides", "episode_length=20"])

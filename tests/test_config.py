@@ -21,7 +21,6 @@ from mjx_pbac.algos import ben, bootdqn_p, drnd, pbac, sac, td3
 from mjx_pbac.config import (
     INT32_MAX,
     RunConfig,
-    Schedule,
     TrainConfig,
     config_from_dict,
     config_to_dict,
@@ -35,6 +34,7 @@ from mjx_pbac.config import (
     profile_names,
     profile_path,
 )
+from mjx_pbac.schedule import Schedule
 
 SECTIONS = {"pbac": pbac.Config, "sac": sac.Config, "bootdqn_p": bootdqn_p.Config, "drnd": drnd.Config, "ben": ben.Config,
             "td3": td3.Config}

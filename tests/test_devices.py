@@ -22,10 +22,11 @@ import jax
 import numpy as np
 import pytest
 
-from mjx_pbac import checkpoint, config as run_config, devices, runner
+from mjx_pbac import checkpoint, config as run_config, devices, records, runner
+from mjx_pbac.build import build
 
 ROOT = Path(__file__).resolve().parents[1]
-TIMING = runner.TIMING_KEYS
+TIMING = records.TIMING_KEYS
 
 
 def _env(device_count: int, **extra: str) -> dict[str, str]:
@@ -109,7 +110,7 @@ def test_gather_and_restore_are_inverse_and_keys_survive():
     back (`restore`) are the same state."""
     config = run_config.load_profile("chain")
     config = dataclasses.replace(config, train=dataclasses.replace(config.train, num_seeds=2, buffer_size=64, batch_size=8))
-    built = runner.build(config, donate=False)
+    built = build(config, donate=False)
     state = built.init_state()
     host = built.layout.gather(state)
     template = built.layout.host_template(state)

@@ -3,7 +3,7 @@
 Observation, reward and termination are compared on the very same physics states: DM Control's
 random rollouts (states as its physics reaches them) plus states drawn around each task's reward
 region (both reward values and the region's edges), written into DM Control's physics and into
-ours (`envs.dm_control_fidelity`). The one-step physics of MJX is compared with C MuJoCo, and the
+ours (`envs.tools.dm_control_fidelity`). The one-step physics of MJX is compared with C MuJoCo, and the
 episode limit with DM Control's time limit.
 """
 
@@ -16,7 +16,7 @@ import pytest
 from mujoco import mjx
 
 import envs
-from envs.dm_control_fidelity import (
+from envs.tools.dm_control_fidelity import (
     DM_CONTROL_TASKS,
     States,
     dm_reference,

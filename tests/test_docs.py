@@ -178,21 +178,21 @@ def parse_only(monkeypatch, tmp_path):
     that touch devices by no-ops (the env, override and sweep checks stay: they build env models
     but compile nothing); run from an empty directory, so nothing is written into the repository."""
     import envs
-    import envs.benchmark
     import envs.registry
-    import train
-    from mjx_pbac import compilation_cache, devices, probe, profiling, report, runner, table
+    import envs.tools.benchmark
+    from mjx_pbac import commands, compilation_cache, devices, probe, profiling, report, runner, table
+    from mjx_pbac.commands import _common
 
     def stop(*args, **kwargs):
         raise Parsed
 
     for module, name in [
         (runner, "train"), (profiling, "measure"), (profiling, "measure_seed_scaling"), (table, "run_table"),
-        (report, "write_report"), (probe, "write_probe_report"), (envs.benchmark, "run_benchmark"),
+        (report, "write_report"), (probe, "write_probe_report"), (envs.tools.benchmark, "run_benchmark"),
     ]:
         monkeypatch.setattr(module, name, stop)
     for module, name in [
-        (train, "_use_platform"), (train, "_check_memory"), (train, "_one_process"),
+        (_common, "use_platform"), (_common, "check_memory"), (_common, "one_process"),
         (devices, "initialize_distributed"), (compilation_cache, "enable"),
     ]:
         monkeypatch.setattr(module, name, lambda *args, **kwargs: None)
@@ -213,7 +213,7 @@ def parse_only(monkeypatch, tmp_path):
         directory = tmp_path / str(next(directories))  # probe and table write their plans where they run
         directory.mkdir()
         monkeypatch.chdir(directory)
-        return train.main(argv)
+        return commands.main(argv)
 
     return main
 

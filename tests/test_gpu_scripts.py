@@ -170,15 +170,15 @@ def test_report_by_run_compares_runs_of_one_task_and_algorithm(tmp_path):
     """tune.sh's candidates are runs of the same task and algorithm with other options, whose
     members carry the same label ("pbac") and seeds: the report refuses them as seeds of one
     method (saying which option helps), and `--by-run True` reports one method per run directory."""
-    import train
+    from mjx_pbac.commands import report
 
     runs = []
     for name in ("base", "u8"):
         shutil.copytree(RECORDED_RUN, tmp_path / name)
         runs.append(str(tmp_path / name))
     with pytest.raises(SystemExit, match=r"same seed appears twice .*--by-run True"):
-        train.report_command([*runs, "--out", str(tmp_path / "merged")])
-    train.report_command([*runs, "--out", str(tmp_path / "report"), "--by-run", "True", "--score-fraction", "0.9", "1.0"])
+        report.main([*runs, "--out", str(tmp_path / "merged")])
+    report.main([*runs, "--out", str(tmp_path / "report"), "--by-run", "True", "--score-fraction", "0.9", "1.0"])
     rows = json.loads((tmp_path / "report" / "time_to_score.json").read_text())
     assert [(row["method"], row["seeds"]) for row in rows] == [("base/pbac", 5)] * 2 + [("u8/pbac", 5)] * 2, rows
     assert "| Task | base/pbac | u8/pbac |" in (tmp_path / "report" / "results.md").read_text()

@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 import train as cli
-from mjx_pbac import checkpoint, config as config_module, lifecycle, runner
+from mjx_pbac import checkpoint, config as config_module, rundir, runner
 from mjx_pbac.report import write_report
 from tests.test_checkpoint import _damage
 from tests.test_runner import _final_arrays, _records, _tiny_chain, _wrap_train_chunk
@@ -62,13 +62,13 @@ def _copy(run_dir: Path, to: Path) -> Path:
 def test_a_held_run_directory_refuses_a_second_run_and_resume_naming_the_holder(tmp_path, finished_run):
     run_dir = tmp_path / "held"
     run_dir.mkdir()
-    with lifecycle.RunLock(run_dir):
-        with pytest.raises(lifecycle.RunLocked, match=rf"in use by process {os.getpid()} on .*kill -TERM {os.getpid()}"):
+    with rundir.RunLock(run_dir):
+        with pytest.raises(rundir.RunLocked, match=rf"in use by process {os.getpid()} on .*kill -TERM {os.getpid()}"):
             runner.train(_tiny_chain(run_dir), profile="chain")
-        assert lifecycle.is_locked(run_dir)
+        assert rundir.is_locked(run_dir)
     assert not (run_dir / "config.json").exists()  # refused before writing anything
     copy = _copy(finished_run, tmp_path / "copy")
-    with lifecycle.RunLock(copy):
+    with rundir.RunLock(copy):
         code, err = _cli(["--resume", str(copy)])
     assert code == 4 and "is in use by process" in _one_line_error(err)
 
@@ -81,7 +81,7 @@ def test_a_lock_dies_with_its_process_and_a_killed_run_reads_as_killed(tmp_path)
         [sys.executable, "-c", textwrap.dedent(f"""
             import sys, time
             sys.path.insert(0, {str(ROOT)!r})
-            from mjx_pbac.lifecycle import RunLock
+            from mjx_pbac.rundir import RunLock
             lock = RunLock({str(run_dir)!r}).acquire()
             print("locked", flush=True)
             time.sleep(120)
@@ -90,14 +90,14 @@ def test_a_lock_dies_with_its_process_and_a_killed_run_reads_as_killed(tmp_path)
     )
     try:
         assert holder.stdout.readline().strip() == "locked"
-        assert lifecycle.is_locked(run_dir) and lifecycle.read_status(run_dir) == "running"
-        with pytest.raises(lifecycle.RunLocked, match=f"process {holder.pid}"):
-            lifecycle.RunLock(run_dir).acquire()
+        assert rundir.is_locked(run_dir) and rundir.read_status(run_dir) == "running"
+        with pytest.raises(rundir.RunLocked, match=f"process {holder.pid}"):
+            rundir.RunLock(run_dir).acquire()
     finally:
         holder.kill()  # SIGKILL: no clean-up runs
         holder.wait()
-    assert not lifecycle.is_locked(run_dir) and lifecycle.read_status(run_dir) == "killed"
-    lock = lifecycle.RunLock(run_dir).acquire()  # the stale holder does not block
+    assert not rundir.is_locked(run_dir) and rundir.read_status(run_dir) == "killed"
+    lock = rundir.RunLock(run_dir).acquire()  # the stale holder does not block
     assert lock.previous["pid"] == holder.pid
     lock.release()
 
@@ -220,7 +220,7 @@ def test_a_second_signal_5_s_later_stops_at_once_and_the_run_resumes_bit_exactly
     assert summary["status"] == "interrupted" and summary["exit_code"] == 128 + signum
     assert f"stopped at once by a second {name} after 2,000 env steps" in summary["message"]
     assert "checkpoint step_000002000.npz is kept" in summary["message"]
-    assert not lifecycle.is_locked(run_dir) and lifecycle.read_status(run_dir) == "interrupted"
+    assert not rundir.is_locked(run_dir) and rundir.read_status(run_dir) == "interrupted"
     assert _cli(["--resume", str(run_dir)])[0] == 0
     resumed, reference = _final_arrays(run_dir), _final_arrays(finished_run)
     for name in reference:
@@ -246,7 +246,7 @@ def test_a_sigterm_during_a_chunk_that_outlasts_the_grace_stops_at_once(tmp_path
     assert "beyond the 2 s grace (--train.stop-grace-seconds)" in message
     assert "the chunk in progress was lost (checkpoint step_000002000.npz is kept)" in message
     assert checkpoint.latest(run_dir / "checkpoints").name == "step_000002000.npz"
-    assert not lifecycle.is_locked(run_dir)
+    assert not rundir.is_locked(run_dir)
 
 
 @pytest.mark.slow
@@ -272,7 +272,7 @@ def test_a_sigterm_during_a_first_chunk_waits_the_grace_then_stops_at_once(tmp_p
     assert "stopped at once by SIGTERM after 1,000 env steps: the chunk it came during did not end within the 3 s grace" in message
     assert "the chunk in progress was lost (checkpoint step_000001000.npz is kept)" in message
     assert "which starts from step_000001000.npz" in message and "Traceback" not in err
-    assert not lifecycle.is_locked(run_dir) and lifecycle.read_status(run_dir) == "interrupted"
+    assert not rundir.is_locked(run_dir) and rundir.read_status(run_dir) == "interrupted"
 
 
 @pytest.mark.slow
@@ -356,7 +356,7 @@ def test_more_steps_on_resume_only_through_the_option_and_recorded(tmp_path, fin
     record = json.loads((run_dir / "config.json").read_text())
     assert record["config"]["train"]["total_steps"] == 5000 and record["effective_steps"]["total_steps"] == 5000
     assert record["changes"][0]["at_env_steps"] == 4000 and record["changes"][0]["train.total_steps"] == [4000, 5000]
-    assert record["config_sha256"] == runner.config_digest(record["config"])
+    assert record["config_sha256"] == rundir.config_digest(record["config"])
     assert [m["env_steps"] for m in _records(run_dir / "metrics.jsonl")][-2:] == [5000, 5000]
     assert json.loads((run_dir / "summary.json").read_text())["final_eval"]["env_steps"] == 5000
     code, err = _cli(["--resume", str(run_dir), "--train.total-steps", "3000"])
@@ -377,7 +377,7 @@ def test_a_run_directory_from_before_the_recipe_options_resumes_as_it_was(tmp_pa
     for section, names in (("train", ("normalize_observations",)), *((algo, ("weight_decay", "layer_norm")) for algo in ("pbac", "sac", "bootdqn_p", "ben", "td3"))):
         for name in names:
             del record["config"][section][name]
-    record["config_sha256"] = runner.config_digest(record["config"])
+    record["config_sha256"] = rundir.config_digest(record["config"])
     (run_dir / "config.json").write_text(json.dumps(record))
     for path in checkpoint.list_checkpoints(run_dir / "checkpoints"):
         _as_format_2(path)
@@ -392,12 +392,34 @@ def test_a_run_directory_from_before_the_recipe_options_resumes_as_it_was(tmp_pa
 
 
 @pytest.mark.slow
+def test_a_run_directory_written_before_the_module_split_resumes_bit_exactly(tmp_path, finished_run):
+    """tests/data/run_dir_f1ba88c.tgz: `finished_run`'s config trained by commit f1ba88c (before the
+    run directory, the assembly, evaluation and stop handling left runner.py) to 4,000 env steps,
+    its 2,000-step checkpoint alone kept, and the eval rows that run wrote. Resumed by this code,
+    it trains the last 2,000 steps again: its eval rows are the ones f1ba88c wrote, and its final
+    state is this code's uninterrupted run's."""
+    import tarfile
+
+    with tarfile.open(ROOT / "tests" / "data" / "run_dir_f1ba88c.tgz") as bundle:
+        bundle.extractall(tmp_path, filter="data")
+    run_dir = tmp_path / "run"
+    code, err = _cli(["--resume", str(run_dir), "--train.progress", "False"])
+    assert code == 0, err
+    assert "resuming" in err and "step_000002000.npz (2,000 env steps" in err, err
+    assert _records(run_dir / "eval.jsonl") == _records(tmp_path / "reference_eval.jsonl")
+    resumed, uninterrupted = _final_arrays(run_dir), _final_arrays(finished_run)
+    assert resumed.keys() == uninterrupted.keys()
+    for name in resumed:
+        np.testing.assert_array_equal(resumed[name], uninterrupted[name], err_msg=name)
+
+
+@pytest.mark.slow
 def test_a_checkpoint_of_other_settings_is_refused_on_resume(tmp_path, finished_run):
     run_dir = _copy(finished_run, tmp_path / "swapped")
     for name in ("config.json",):
         record = json.loads((run_dir / name).read_text())
         record["config"]["pbac"]["bootstrap_rate"] = 0.5  # a valid config with its own digest
-        record["config_sha256"] = runner.config_digest(record["config"])
+        record["config_sha256"] = rundir.config_digest(record["config"])
         (run_dir / name).write_text(json.dumps(record))
     code, err = _cli(["--resume", str(run_dir)])
     assert code == 2 and "was written with other settings than" in _one_line_error(err) and "pbac.bootstrap_rate" in err

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import envs
-from envs.fidelity import gym_rollout, make_gymnasium, one_step_deviation, robot_of, to_mjx
+from envs.tools.gymnasium_fidelity import gym_rollout, make_gymnasium, one_step_deviation, robot_of, to_mjx
 
 LOCOMOTION = [
     "ant",

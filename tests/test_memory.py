@@ -12,7 +12,8 @@ import jax
 import numpy as np
 import pytest
 
-from mjx_pbac import checkpoint, config as config_module, loop, memory, runner
+from mjx_pbac import build as build_module, checkpoint, config as config_module, loop, memory
+from mjx_pbac.build import build
 from mjx_pbac.config import config_to_dict, expand_members, load_profile
 
 CHAIN = load_profile("chain")
@@ -53,7 +54,7 @@ def _real_bytes(state) -> int:
 def test_state_bytes_are_exact(train, members):
     config = _config(**train)
     estimate = memory.estimate(config)
-    state = runner.build(config, donate=False).init_state()
+    state = build(config, donate=False).init_state()
     assert estimate.members == members
     assert estimate.state_bytes == _real_bytes(state) == members * estimate.state_bytes_per_member
     assert estimate.buffer_bytes == _real_bytes(state.buffer) == members * (CHAIN.train.buffer_size * TRANSITION_BYTES + 8)
@@ -67,7 +68,7 @@ def test_kept_policies_of_a_batched_evaluation_are_counted():
     """eval_batch P keeps P copies of each member's agent on the device (exactly: the room
     `Trainer.init_snapshots` allocates), and evaluates P points' episodes at once."""
     one, batched = memory.estimate(_config(num_seeds=2)), memory.estimate(_config(num_seeds=2, eval_batch=4))
-    built = runner.build(_config(num_seeds=2, eval_batch=4), donate=False)
+    built = build(_config(num_seeds=2, eval_batch=4), donate=False)
     room = built.trainer.init_snapshots(built.init_state())
     assert _real_bytes(room.agent) == 4 * one.agent_bytes
     parts = {part.name: part for part in batched.parts}
@@ -117,7 +118,7 @@ def test_a_million_seeds_are_refused_without_building_members(monkeypatch):
         raise AssertionError("the member list must not be built")
 
     monkeypatch.setattr(config_module, "expand_members", refuse)
-    monkeypatch.setattr(runner, "expand_members", refuse)
+    monkeypatch.setattr(build_module, "expand_members", refuse)
     member_inputs = loop.member_inputs
 
     def one_member(members, tasks=None):
@@ -184,7 +185,7 @@ def test_gpu_counts_the_checkpoint_copy_on_the_host():
 def test_checkpoint_file_size_is_bounded(tmp_path):
     config = _config(num_seeds=2)
     estimate = memory.estimate(config)
-    state = runner.build(config, donate=False).init_state()
+    state = build(config, donate=False).init_state()
     path = checkpoint.save(tmp_path, state, 0, {"chunk": 0, "elapsed_s": 0.0, "config": config_to_dict(config)})
     size = path.stat().st_size
     assert estimate.state_bytes < size <= estimate.checkpoint_bytes < size + 64 * 1024
@@ -197,7 +198,7 @@ def test_working_sets_bound_what_xla_uses(algo):
     programs' temporaries (CPU)."""
     config = _config(algo, {"hidden_sizes": (128, 128)}, batch_size=128, updates_per_step=2, num_seeds=2)
     estimate = memory.estimate(config)
-    built = runner.build(config)
+    built = build(config)
     state = jax.eval_shape(built.init_state)
     for name, estimated in [("train_chunk", estimate.step_bytes + estimate.update_bytes), ("evaluate", estimate.eval_bytes)]:
         analysis = getattr(built.trainer, name).lower(state).compile().memory_analysis()
@@ -212,7 +213,7 @@ def test_state_bytes_are_exact_for_an_mjx_env():
     config = load_profile("quickstart")
     config = dataclasses.replace(config, train=dataclasses.replace(config.train, num_envs=4, buffer_size=1000, num_seeds=2))
     estimate = memory.estimate(config)
-    state = runner.build(config, donate=False).init_state()
+    state = build(config, donate=False).init_state()
     assert estimate.state_bytes == _real_bytes(state)
     assert estimate.env_bytes == _real_bytes(state.env_state)
     memory.check(config, estimate)

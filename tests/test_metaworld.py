@@ -7,7 +7,7 @@ compile a step: one-step physics from recorded states, Meta-World's scripted pol
 batch with nothing crossing to the host and no retrace, every task's sizes, and PBAC training
 through the one command, and a scripted window-close episode that stays shut to its end. The full
 comparison (>= 1,000 states per task, both MuJoCo releases; 20 batched closed-loop episodes per
-task) is `python -m envs.metaworld_fidelity` (docs/metaworld.md "Against Meta-World itself").
+task) is `python -m envs.tools.metaworld_fidelity` (docs/metaworld.md "Against Meta-World itself").
 """
 
 from __future__ import annotations
@@ -22,7 +22,8 @@ import pytest
 from scipy.spatial.transform import Rotation
 
 import envs
-from envs import metaworld as mw, metaworld_fidelity as fidelity, metaworld_model, metaworld_reference as reference
+from envs import metaworld as mw, metaworld_model
+from envs.tools import metaworld_fidelity as fidelity, metaworld_reference as reference
 from mjx_pbac.hlo import program_stats
 
 ALL_TASKS = list(mw.TASKS)
@@ -256,7 +257,7 @@ def test_body_tree_barriers_change_no_result_and_are_restored():
 
 def test_bench_env_times_meta_worlds_own_env_beside():
     """`train.py bench-env` on a Meta-World task times Meta-World's own C MuJoCo env for the ratio."""
-    from envs import benchmark
+    from envs.tools import benchmark
 
     row = benchmark.time_gymnasium("mw_reach", 50)
     assert row["env"] == "metaworld reach-v3" and row["steps_per_s"] > 0

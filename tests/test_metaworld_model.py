@@ -1,4 +1,5 @@
-"""Meta-World models for MJX (`envs.metaworld_model`): loading, hash pinning, stand-ins, pruning.
+"""Meta-World models for MJX (`envs.metaworld_model`): loading, hash pinning (the model files and the
+kept contact pairs), stand-ins, pruning; episodes of the offline measurement (`envs.tools.metaworld_contacts`).
 
 C MuJoCo only (plus `mjx.put_model`, which jits nothing)."""
 
@@ -16,6 +17,7 @@ pytest.importorskip("metaworld")
 from mujoco import mjx
 
 from envs import metaworld_model as mm
+from envs.tools import metaworld_contacts as contacts
 
 TASKS = sorted(mm.TASK_FILES)
 
@@ -61,6 +63,44 @@ def test_hash_check_refuses_altered_file(tmp_path, monkeypatch):
     os.remove(os.path.join(root, rel))
     with pytest.raises(RuntimeError, match="found missing"):
         mm.load_model("reach-v3")
+
+
+def test_kept_pairs_are_read_from_their_pinned_file_with_the_aliases():
+    assert set(mm.KEPT_PAIRS) == set(mm.TASK_FILES)
+    for alias, task in mm.KEPT_PAIRS_ALIASES.items():
+        assert mm.TASK_FILES[alias] == mm.TASK_FILES[task] and mm.KEPT_PAIRS[alias] is mm.KEPT_PAIRS[task]
+    for pairs in mm.KEPT_PAIRS.values():
+        assert isinstance(pairs, tuple) and pairs and all(isinstance(pair, tuple) and len(pair) == 2 for pair in pairs)
+        assert list(pairs) == sorted(set(pairs)) and all(first < second for first, second in pairs)  # as `choose_pairs` writes them
+    assert len(mm.KEPT_PAIRS["window-close-v3"]) == 120 and len(mm.KEPT_PAIRS["reach-v3"]) == 20  # docs/metaworld_model.md
+
+
+def test_the_kept_pairs_writer_reproduces_the_pinned_file(tmp_path):
+    """`--measure --adopt` writes the file the loader pins: the same pairs give the same bytes, and
+    it prints the hash the loader expects."""
+    path = str(tmp_path / "kept.json")
+    assert contacts.write_kept_pairs(mm.KEPT_PAIRS, path) == mm.KEPT_PAIRS_SHA256
+    with open(path, "rb") as written, open(mm.KEPT_PAIRS_FILE, "rb") as pinned:
+        assert written.read() == pinned.read()
+    with pytest.raises(ValueError, match="window-open-v3"):
+        contacts.write_kept_pairs({**mm.KEPT_PAIRS, "window-open-v3": mm.KEPT_PAIRS["reach-v3"]}, path)
+
+
+def test_hash_check_refuses_altered_kept_pairs(tmp_path):
+    path = str(tmp_path / "metaworld_kept_pairs.json")
+    shutil.copy(mm.KEPT_PAIRS_FILE, path)
+    assert mm.read_kept_pairs(path) == mm.KEPT_PAIRS  # the copy reads
+    with open(path, encoding="utf-8") as handle:
+        text = handle.read()
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.write(text.replace('["#34[2]", "leftclaw_it"],\n', "", 1))  # one pair dropped by hand
+    with pytest.raises(RuntimeError, match=r"metaworld_kept_pairs\.json does not match its pinned sha256") as error:
+        mm.read_kept_pairs(path)
+    message = str(error.value)
+    assert "\n" not in message and mm.KEPT_PAIRS_SHA256 in message and "KEPT_PAIRS_SHA256" in message
+    os.remove(path)
+    with pytest.raises(RuntimeError, match="found missing"):
+        mm.read_kept_pairs(path)
 
 
 def test_missing_package(monkeypatch):
@@ -117,9 +157,9 @@ def test_pruned_pairs_keep_every_contact_of_a_scripted_episode(task):
     pruned = mm.load_model(task)
     kept = {tuple(sorted(p)) for p in mm.candidate_pairs(pruned)}
     assert len(kept) < len(mm.candidate_pairs(mm.load_model(task, prune_pairs=False)))
-    episode = mm.run_episode(task, seed=123, kind="noisy0.3", model=mm.load_model(task, prune_pairs=False), steps=150)
+    episode = contacts.run_episode(task, seed=123, kind="noisy0.3", model=mm.load_model(task, prune_pairs=False), steps=150)
     assert episode["touched"] <= kept
-    replay = mm.run_episode(task, seed=123, kind="noisy0.3", model=pruned, actions=episode["actions"], steps=150)
+    replay = contacts.run_episode(task, seed=123, kind="noisy0.3", model=pruned, actions=episode["actions"], steps=150)
     np.testing.assert_allclose(replay["qpos"], episode["qpos"], atol=1e-4)  # measured <= 2.6e-5
 
 
@@ -132,8 +172,8 @@ door 0.0081 / 0.0144 m; success agreement per step 1.0 and 0.945)."""
 
 @pytest.mark.parametrize("task", ["button-press-topdown-v3", "door-open-v3"])
 def test_stand_in_fidelity_on_a_scripted_episode(task):
-    original = mm.run_episode(task, 5, "scripted", model=mm.load_model(task, stand_ins=False, prune_pairs=False), steps=200)
-    stand_in = mm.run_episode(task, 5, "scripted", model=mm.load_model(task), actions=original["actions"], steps=200)
+    original = contacts.run_episode(task, 5, "scripted", model=mm.load_model(task, stand_ins=False, prune_pairs=False), steps=200)
+    stand_in = contacts.run_episode(task, 5, "scripted", model=mm.load_model(task), actions=original["actions"], steps=200)
     assert np.linalg.norm(original["hand"] - stand_in["hand"], axis=1).max() < STAND_IN_HAND_BOUND_M
     assert np.linalg.norm(original["obj"] - stand_in["obj"], axis=1).max() < STAND_IN_OBJECT_BOUND_M
     assert (original["success"] == stand_in["success"]).mean() >= 0.9

@@ -1,14 +1,22 @@
-"""The Meta-World reference recorder (envs/metaworld_reference.py), C MuJoCo only (no JAX work):
+"""The Meta-World reference recorder (envs/tools/metaworld_reference.py), C MuJoCo only (no JAX work):
 records are complete (a fresh env put into recorded state i and stepped with the recorded action
 reproduces the recorded next state bit for bit), the eq_data weld patch is needed and sufficient
-under mujoco >= 3.4-ish (12 eq_data columns), and record files carry their metadata."""
+under mujoco >= 3.4-ish (12 eq_data columns), record files carry their metadata, and the module runs
+alone, as benchmarks/metaworld_reference_mujoco33.sh runs it under MuJoCo 3.3."""
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 metaworld = pytest.importorskip("metaworld")
 
-from envs import metaworld_reference as R  # noqa: E402
+from envs.tools import metaworld_reference as R  # noqa: E402
 
 POLICIES = ["scripted", "noisy", "random"]
 
@@ -108,3 +116,17 @@ def test_resets_and_wilson():
     lo, hi = R.wilson(50, 100)
     assert lo < 0.5 < hi and abs((lo + hi) / 2 - 0.5) < 1e-12
     assert R.wilson(100, 100)[1] == 1.0
+
+
+def test_it_runs_alone_as_the_mujoco33_script_runs_it(tmp_path):
+    """The script copies the file it names into an empty folder and runs `python -m metaworld_reference`
+    there (no `envs` package, no jax); the same here, with this venv's interpreter."""
+    root = Path(__file__).resolve().parent.parent
+    script = (root / "benchmarks" / "metaworld_reference_mujoco33.sh").read_text()
+    copied = re.search(r'^cp "\$REPO/(\S+)" "\$SRC/metaworld_reference\.py"$', script, re.MULTILINE)
+    assert copied and (root / copied.group(1)) == Path(R.__file__).resolve()
+    shutil.copy(root / copied.group(1), tmp_path / "metaworld_reference.py")
+    code = "import sys, metaworld_reference; sys.exit(('envs' in sys.modules or 'jax' in sys.modules) or metaworld_reference.main(['speed', '--help']))"
+    environment = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=environment, capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0 and "usage: python -m envs.tools.metaworld_reference speed" in done.stdout, done.stderr[-2000:]

@@ -19,8 +19,10 @@ import jax
 import numpy as np
 import pytest
 
-from mjx_pbac import checkpoint, runner
-from mjx_pbac.config import Schedule, TrainConfig, edge_warnings, load_profile
+from mjx_pbac import checkpoint, records
+from mjx_pbac.build import build
+from mjx_pbac.config import TrainConfig, load_profile
+from mjx_pbac.schedule import Schedule, edge_warnings
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -92,7 +94,7 @@ def test_the_state_is_bit_identical_however_a_chunk_is_split():
     config = dataclasses.replace(base, train=dataclasses.replace(
         base.train, num_seeds=2, total_steps=200, warmup_steps=100, chunk_steps=20, batch_size=16, progress=False,
     ))
-    built = runner.build(config, donate=False)
+    built = build(config, donate=False)
     trainer = built.trainer
     warm = built.init_state()
     for _ in range(5):
@@ -136,7 +138,7 @@ def _leaves(path: Path) -> dict[str, np.ndarray]:
 
 def _records(path: Path) -> list[dict]:
     return [
-        {k: v for k, v in json.loads(line).items() if k not in runner.TIMING_KEYS}
+        {k: v for k, v in json.loads(line).items() if k not in records.TIMING_KEYS}
         for line in path.read_text().splitlines()
     ]
 

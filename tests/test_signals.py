@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mjx_pbac import checkpoint, lifecycle, runner
+from mjx_pbac import checkpoint, lifecycle, records, rundir
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -91,7 +91,7 @@ def _leaves(path: Path) -> dict[str, np.ndarray]:
 
 def _rows(path: Path, upto: int) -> list[dict]:
     rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    return [{k: v for k, v in row.items() if k not in runner.TIMING_KEYS} for row in rows if row["env_steps"] <= upto]
+    return [{k: v for k, v in row.items() if k not in records.TIMING_KEYS} for row in rows if row["env_steps"] <= upto]
 
 
 @pytest.fixture(scope="module")
@@ -126,7 +126,7 @@ def _assert_stopped_whole_and_resumes_bit_exactly(run_dir: Path, said: str, refe
     assert "Traceback" not in said, said
     summary = json.loads((run_dir / "summary.json").read_text())
     assert (summary["status"], summary["exit_code"]) == ("interrupted", exit_code), summary
-    assert not lifecycle.is_locked(run_dir) and lifecycle.read_status(run_dir) == "interrupted"
+    assert not rundir.is_locked(run_dir) and rundir.read_status(run_dir) == "interrupted"
     stopped = summary["env_steps"]
     newest = checkpoint.latest(run_dir / "checkpoints")
     assert stopped > 0 and newest.name == f"step_{stopped:09d}.npz", (stopped, newest)

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import envs
-from mjx_pbac import runner
+from mjx_pbac import records, runner
 from mjx_pbac.algos import pbac
 from mjx_pbac.config import RunConfig, TrainConfig, expand_members, load_profile
 from mjx_pbac.loop import make_trainer, member_inputs
@@ -27,7 +27,7 @@ SUCCESS_RETURN = 4.0  # CoinEnv: reward 1 at steps 2..5 of a 5-step episode that
 def test_success_rate_is_the_fraction_of_episodes_with_positive_return():
     returns = np.array([[0.0, 3.0, 0.0, 1.0], [0.0, 0.0, 0.0, 0.0], [500.0, 1.0, 2.0, 1.0]])
     # Member 0: episodes 1 and 3 succeeded (2 of 4), whatever their returns (3 and 1): 0.5.
-    np.testing.assert_array_equal(runner.success_rates(returns), [0.5, 0.0, 1.0])
+    np.testing.assert_array_equal(records.success_rates(returns), [0.5, 0.0, 1.0])
 
 
 def _coin_train(**overrides) -> TrainConfig:
@@ -46,7 +46,7 @@ def test_evaluation_and_training_episodes_of_a_success_env():
     returns = np.asarray(jax.device_get(trainer.evaluate(state)["returns"]))  # [2, 16]
     assert returns.shape == (2, 16)
     assert set(np.unique(returns)) <= {0.0, SUCCESS_RETURN}
-    success = runner.success_rates(returns)
+    success = records.success_rates(returns)
     # The success rate counts episodes, not rewarded steps: mean return = 4 x success rate.
     np.testing.assert_allclose(returns.mean(axis=1), SUCCESS_RETURN * success)
     np.testing.assert_array_equal(success, (returns == SUCCESS_RETURN).mean(axis=1))

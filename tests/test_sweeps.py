@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import train as cli
-from mjx_pbac import runner
+from mjx_pbac.build import build
 from mjx_pbac.config import expand_members, load_profile
 from mjx_pbac.loop import non_finite_metrics
 
@@ -25,7 +25,7 @@ def _config(seed=0, num_seeds=1, sweep=(), chunk_steps=100, **train):
 
 def _trained(config, train_chunks=1):
     """The state after 10 warm-up chunks (1,000 steps) and `train_chunks` chunks of 100 updates."""
-    built = runner.build(config)
+    built = build(config)
     state = built.init_state()
     for _ in range(10):
         state, _ = built.trainer.warmup_chunk(state)
@@ -73,8 +73,8 @@ def test_one_seed_in_a_vmapped_run_matches_it_trained_alone(three_seeds):
     agree to float32 rounding (XLA's batched matrix products round differently from unbatched
     ones, so long runs drift apart as any rounding change makes RL runs drift)."""
     alone = _trained(_config(seed=1, num_seeds=1))
-    init_alone = runner.build(_config(seed=1)).init_state()
-    init_three = runner.build(_config(seed=0, num_seeds=3)).init_state()
+    init_alone = build(_config(seed=1)).init_state()
+    init_three = build(_config(seed=0, num_seeds=3)).init_state()
     assert _max_difference(_member(init_alone, 0), _member(init_three, 1)) == 0.0
     assert _max_difference(_member(alone.buffer, 0), _member(three_seeds.buffer, 1)) < 1e-5
     assert _max_difference(_member(alone.agent, 0), _member(three_seeds.agent, 1)) < 1e-5
@@ -91,7 +91,7 @@ def test_sweep_members_carry_their_own_hyperparameters():
     ]
     assert [m.seed for m in members] == [4, 5] * 4
     assert members[5].overrides == {"pbac.bootstrap_rate": 0.3, "pbac.posterior_sampling_rate": 1}
-    state = runner.build(config).init_state()
+    state = build(config).init_state()
     np.testing.assert_allclose(state.agent.config.bootstrap_rate, [0.01] * 4 + [0.3] * 4)
     np.testing.assert_array_equal(state.acting.posterior_sampling_rate, [1, 1, 10, 10] * 2)
     np.testing.assert_allclose(state.agent.config.prior_variance, 1.0)  # not swept: the profile's

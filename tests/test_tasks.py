@@ -15,8 +15,8 @@ import pytest
 import envs
 import train as cli
 from envs import registry
-from envs.fidelity import gym_rollout, to_mjx
 from envs.locomotion import Hopper
+from envs.tools.gymnasium_fidelity import gym_rollout, to_mjx
 from mjx_pbac.config import expand_members, load_profile, merge_task_configs
 
 HOPPERS = ["hopper", "hopper_delayed", "hopper_very_delayed"]

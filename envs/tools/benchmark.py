@@ -24,7 +24,7 @@ import mujoco
 import numpy as np
 
 import envs
-from envs.fidelity import GYMNASIUM_IDS, make_gymnasium, robot_of
+from envs.tools.gymnasium_fidelity import GYMNASIUM_IDS, make_gymnasium, robot_of
 
 
 @dataclasses.dataclass(frozen=True)
@@ -127,7 +127,7 @@ def time_gymnasium(name: str, num_steps: int, seed: int = 0) -> dict[str, Any]:
     from envs.metaworld import TASKS as METAWORLD_TASKS
 
     if name in METAWORLD_TASKS:
-        from envs import metaworld_reference
+        from envs.tools import metaworld_reference
 
         task = METAWORLD_TASKS[name].metaworld_name
         timed = metaworld_reference.steps_per_second(task, steps=num_steps, seed=seed)

@@ -1,6 +1,6 @@
 """How far the MJX DM Control tasks are from DM Control's own suite, measured on the same states.
 
-As `envs.fidelity` does for Gymnasium, two questions, kept apart:
+As `envs.tools.gymnasium_fidelity` does for Gymnasium, two questions, kept apart:
 
 - *Semantics*: given the same physics state, do our `observation` and `reward` equal DM Control's
   `get_observation` and `get_reward`? (`dm_rollout` records DM Control's states along a random

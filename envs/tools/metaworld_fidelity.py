@@ -1,6 +1,6 @@
 """How far the MJX Meta-World tasks are from Meta-World itself, measured on recorded states.
 
-The reference side is `envs.metaworld_reference`: Meta-World 3.0.0's own environments, recorded
+The reference side is `envs.tools.metaworld_reference`: Meta-World 3.0.0's own environments, recorded
 under C MuJoCo 3.17 (ours) and 3.3 (the release Meta-World 3.1 pins), along scripted, noisy and
 random episodes, each record holding the full simulator state before and after every step. Here:
 
@@ -16,8 +16,8 @@ random episodes, each record holding the full simulator state before and after e
   Meta-World's own env (Wilson intervals); `CLOSED_LOOP_VARIANTS` reruns it with one of our
   model changes undone each, to find which one a difference comes from.
 
-`python -m envs.metaworld_fidelity --records DIR --out FILE.json` writes the record-based checks;
-`python -m envs.metaworld_fidelity --closed-loop-episodes 20 --variants ours mjx_capsules --out
+`python -m envs.tools.metaworld_fidelity --records DIR --out FILE.json` writes the record-based checks;
+`python -m envs.tools.metaworld_fidelity --closed-loop-episodes 20 --variants ours mjx_capsules --out
 FILE.json` the closed loop; `--table` prints either file's table (docs/metaworld.md "Against Meta-World itself"). Needs the `metaworld` package (a dependency: the tasks read their models from it).
 """
 
@@ -37,8 +37,9 @@ import numpy as np
 from mujoco import mjx
 from scipy import stats
 
-from envs import metaworld as mw, metaworld_reference as reference
+from envs import metaworld as mw
 from envs.base import State
+from envs.tools import metaworld_reference as reference
 
 BATCH = 50
 """States stepped per call: one compiled batch size for every comparison (MJX reserves every

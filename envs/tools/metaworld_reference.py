@@ -26,7 +26,8 @@ API
     Put an env into recorded state ``i`` and step it with the recorded action.
 ``scripted_success(task, episodes, seed)``, ``steps_per_second(task)``.
 
-CLI: ``python -m envs.metaworld_reference {record,resets,success,speed} ...``
+CLI: ``python -m envs.tools.metaworld_reference {record,resets,success,speed} ...``
+(alone, as the MuJoCo 3.3 script runs it: ``python -m metaworld_reference ...`` beside a copy of this file).
 """
 
 from __future__ import annotations
@@ -586,7 +587,7 @@ def _save_json(path: str, obj) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m envs.metaworld_reference", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m envs.tools.metaworld_reference", description=__doc__.split("\n")[0])
     sub = p.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("record", help="record steps")
     r.add_argument("--task", required=True, choices=TASKS + tuple(k for k in ALL_V3_ENVIRONMENTS if k not in TASKS))

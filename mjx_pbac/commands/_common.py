@@ -1,0 +1,113 @@
+"""What several commands share: a profile read by name, the device they compute on, and the
+checks that refuse bad input before anything compiles. Each turns the library's ValueError into
+the one-line `SystemExit("error: ...")` that `commands.run` prints with exit code 2."""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+import typing
+from typing import Any
+
+from mjx_pbac import cli
+from mjx_pbac.config import RunConfig
+
+
+def algo_names() -> tuple[str, ...]:
+    """The algorithm names: the choices of RunConfig's `algo` field."""
+    return typing.get_args(typing.get_type_hints(RunConfig)["algo"])
+
+
+def parse_overrides(pairs: tuple[str, ...]) -> tuple[tuple[str, Any], ...]:
+    """("integrator=euler", "iterations=2") -> (("integrator", "euler"), ("iterations", 2))."""
+    from mjx_pbac.config import parse_overrides as parse
+
+    try:
+        return tuple(parse(pairs).items())
+    except ValueError as error:
+        raise SystemExit(f"error: {error}") from None
+
+
+def load(name: str | None, path: str | None = None) -> RunConfig:
+    """The RunConfig of profile `name` (or of the TOML file `path`)."""
+    from mjx_pbac.config import load_profile, load_profile_file, profile_names
+
+    if name is None and path is None:
+        raise SystemExit(f"error: --profile NAME is required; available: {', '.join(profile_names())}")
+    try:
+        return load_profile(name) if path is None else load_profile_file(path)
+    except ValueError as error:
+        raise SystemExit(f"error: {error}") from None
+
+
+def use_platform(platform: str, option: str = "--train.platform") -> None:
+    """Puts the process on the platform asked for (`--train.platform`) before anything touches a
+    device, and prints the device it computes on as the command's first line (a one-line error
+    when that platform is not there, never a silent run on the CPU)."""
+    from mjx_pbac import devices
+
+    try:
+        line, warning = devices.use_platform(platform, option)
+    except ValueError as error:
+        raise SystemExit(f"error: {error}") from None
+    print(line, flush=True)
+    if warning:
+        print(warning, file=sys.stderr, flush=True)
+
+
+def check_env(config: RunConfig) -> None:
+    """Fails fast, before any compile, on a bad env name, env override, task or sweep value."""
+    import envs
+    from mjx_pbac.config import expand_members, parse_overrides as parse
+
+    try:
+        envs.make_family(config.train.task_names, **parse(config.train.env_overrides))
+        # The sweep and task values are checked on one seed's members: a million seeds are the
+        # memory estimate's to refuse (runner.train), not a list to build here.
+        expand_members(dataclasses.replace(config, train=dataclasses.replace(config.train, num_seeds=1)))
+    except (ValueError, TypeError, RuntimeError) as error:
+        raise SystemExit(f"error: {error}") from None
+
+
+def check_memory(config: RunConfig) -> None:
+    """Refuses, before anything compiles, a measurement whose run cannot fit the device."""
+    from mjx_pbac import memory
+
+    try:
+        memory.check(config)
+    except ValueError as error:
+        raise SystemExit(f"error: {error}") from None
+
+
+def measurement(kind: type, command: str, argv: list[str]) -> tuple[str, Any]:
+    """(profile name, the command's options) of `train.py COMMAND --profile NAME ...`: the options
+    `kind` declares, its `run` field the profile's config with the training options applied."""
+    chosen, rest = cli.choose(cli.ProfileChoice, argv)
+    base = load(chosen.profile)
+    args = cli.parse(kind, rest, f"train.py {command} --profile {chosen.profile}", default=kind(run=cli.TrainOptions.wrap(base)))
+    args = dataclasses.replace(args, run=cli.TrainOptions.unwrap(args.run))
+    use_platform(args.run.train.platform)
+    check_env(args.run)
+    return chosen.profile, args
+
+
+def sets_what_is_chosen(rest: list[str]) -> bool:
+    """Whether the training options `rest` set what table and probe choose for each run: the
+    profile, algorithm, env or tasks."""
+    return any(
+        arg.partition("=")[0] in ("--profile", "--resume", "--algo", "--tasks", "--train.env", "--train.tasks")
+        for arg in rest
+    )
+
+
+def one_process(command: str) -> None:
+    """Refuses `command` in a multi-process launch: it plans its runs from what is on disk between
+    runs, which only one process can do consistently (on a multi-GPU host, one process uses
+    every GPU)."""
+    import jax
+
+    if jax.process_count() > 1:
+        raise SystemExit(
+            f"error: train.py {command} runs in one process (it uses every device of its host); on several hosts, "
+            "run each of its runs with the training command (docs/seeds.md, section: Several devices and hosts)"
+        )

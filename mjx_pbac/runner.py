@@ -19,11 +19,11 @@ from typing import Any
 
 import jax
 
-from mjx_pbac import checkpoint, devices, records, rundir
+from mjx_pbac import checkpoint, devices, records, resume, rundir
 from mjx_pbac.build import Built, build
 from mjx_pbac.checkpoint import CheckpointError
 from mjx_pbac.compiling import compile_together
-from mjx_pbac.config import RunConfig, config_from_dict, config_to_dict
+from mjx_pbac.config import RunConfig, config_to_dict
 from mjx_pbac.evaluation import Evaluations
 from mjx_pbac.lifecycle import ExitCode, Stopping, signal_name
 from mjx_pbac.logger import NullLogger, Progress, RunLogger, truncate_jsonl
@@ -179,30 +179,6 @@ def _resume(run_dir: Path, changes: dict[str, Any]) -> Path:
             lock.release()
 
 
-def _with_defaults(stored: dict[str, Any]) -> dict[str, Any]:
-    """A config record as this version writes it: options added since it was written take their
-    defaults (the options' "off"); a record this version cannot read is returned as it is."""
-    try:
-        return json.loads(json.dumps(config_to_dict(config_from_dict(stored))))
-    except (ValueError, TypeError):
-        return stored
-
-
-def _differing_settings(stored: dict[str, Any] | None, config: RunConfig) -> list[str]:
-    """The settings ("train.batch_size", ...) a checkpoint's config (`stored`, None for none
-    recorded) trained with other values than `config`: only what this run trains (sections of
-    other algorithms, or ones added since, do not count), the changeable ones aside."""
-    if stored is None:
-        return []
-    stored = _with_defaults(stored)  # options added since it was written read as their defaults
-    current = json.loads(json.dumps(config_to_dict(config)))
-    trained = ("train", "algo", config.algo)
-    return [
-        name for name in rundir.config_differences({k: stored.get(k) for k in trained}, {k: current.get(k) for k in trained})
-        if name.removeprefix("train.") not in (*CHANGEABLE_ON_RESUME, "run_dir")
-    ]
-
-
 class _Run:
     def __init__(self, config: RunConfig, run_dir: Path, built: Built, resume: bool, record: dict | None = None, changes: dict | None = None):
         self.config, self.run_dir, self.built, self.resume = config, run_dir, built, resume
@@ -351,35 +327,16 @@ class _Run:
             self.resume = False
             return template, 0, False
         host_state, metadata, path = found
-        differing = _differing_settings(metadata.get("config"), self.config)
-        if differing:
-            raise RunError(
-                f"checkpoint {path} was written with other settings than {self.run_dir}/config.json "
-                f"({', '.join(differing)}): it belongs to another run; move it away or start a new run"
-            )
-        # Checkpoints written before chunks could be split count whole chunks only.
-        iteration = int(metadata.get("iterations", int(metadata["chunk"]) * self.schedule.iterations_per_chunk))
-        env_steps = iteration * self.schedule.num_envs
-        if env_steps != metadata["env_steps"] or iteration > self.schedule.num_chunks * self.schedule.iterations_per_chunk:
-            raise RunError(
-                f"checkpoint {path} is at {metadata['env_steps']:,} env steps, beyond this run's "
-                f"{self.schedule.total_env_steps:,}; raise --train.total-steps to continue it"
-            )
+        at = resume.point(metadata, path, self.config, self.schedule, self.run_dir)
+        env_steps = at.iteration * self.schedule.num_envs
         self._record_changes(env_steps)
         if self.writer:
             for name in rundir.LOGS:
                 truncate_jsonl(self.run_dir / name, env_steps)
         self._say(f"resuming {self.run_dir} from {path.name} ({env_steps:,} env steps, {self.layout.describe()})")
-        wall_s = float(metadata["elapsed_s"])
-        # Checkpoints written before train_s existed: its clock continues from the wall-clock's.
-        self.clocks.continue_from(
-            wall_s, float(metadata.get("train_s", wall_s)), float(metadata.get("compile_s", 0.0)), float(metadata.get("eval_s", 0.0))
-        )
-        if metadata.get("timing_device") == jax.devices()[0].device_kind:  # timed on this kind of device
-            self.pacing.seconds_per_iteration.update(
-                {kind: float(value) for kind, value in dict(metadata.get("seconds_per_iteration") or {}).items()}
-            )
-        return self.layout.restore(host_state, like=template), iteration, not metadata.get("evaluation_pending", False)
+        self.clocks.continue_from(*at.clocks)
+        self.pacing.seconds_per_iteration.update(at.seconds_per_iteration)
+        return self.layout.restore(host_state, like=template), at.iteration, at.evaluated
 
     def _record_changes(self, env_steps: int) -> None:
         """Writes the resume's allowed changes into config.json (config, digest, a history entry)."""
@@ -567,25 +524,8 @@ class _Run:
         members = self.layout.gather(state)  # every process takes part; process 0 writes
         env_steps = iteration * self.schedule.num_envs
         if self.writer:
-            clocks = self.clocks
-            checkpoint.save(
-                self.checkpoint_dir,
-                members,
-                env_steps=env_steps,
-                metadata={
-                    "chunk": iteration // self.schedule.iterations_per_chunk,
-                    "iterations": iteration,
-                    "evaluation_pending": evaluation_pending,
-                    "seconds_per_iteration": dict(self.pacing.seconds_per_iteration),
-                    "timing_device": jax.devices()[0].device_kind,
-                    "elapsed_s": clocks.wall_s,
-                    "train_s": clocks.train_s,
-                    "compile_s": clocks.compile_s,
-                    "eval_s": clocks.eval_s,
-                    "config": config_to_dict(self.config),
-                },
-                keep=self.train.keep_checkpoints,
-            )
+            record = resume.metadata(self.config, self.schedule, iteration, evaluation_pending, self.clocks, self.pacing.seconds_per_iteration)
+            checkpoint.save(self.checkpoint_dir, members, env_steps=env_steps, metadata=record, keep=self.train.keep_checkpoints)
         self.stopping.saved_env_steps, self.unsaved_s = env_steps, 0.0
         self.stopping.save_seconds = time.perf_counter() - tick
         self.stopping.doing("between chunks", 0.0)

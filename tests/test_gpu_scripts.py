@@ -93,6 +93,12 @@ def test_device_script_dry_run(script, tmp_path):
         rows = json.loads((out / "profiles.json").read_text())
         assert set(rows) == {"reacher_1", "reacher_10", "reacher_10_cmdbuf", "reacher_10_tf32", "cartpole_10", "ant_delayed_1", "ant_delayed_10"}
         assert rows["reacher_1"]["baseline"]["steady_state"]["env_steps_per_s"] > 0  # the before/after pair
+        # Every task is cartpole in a dry run: a line that is an earlier one word for word runs once.
+        for line, first in (("ant_delayed_1", "reacher_1"), ("cartpole_10", "reacher_10"), ("ant_delayed_10", "reacher_10_cmdbuf")):
+            assert f"{line}: the same command as {first} word for word" in log, log
+        assert len(exits) == 4, exits
+    if script == "seeds.sh":
+        assert "seeds_reacher_hard: the same command as seeds_ant_delayed word for word" in log and len(exits) == 1, log
     if script == "metaworld.sh":
         assert set(json.loads((out / "metaworld.json").read_text())) == {"mw_reach_ours", "mw_reach_no_barriers"}
     if script == "reacher_table.sh":

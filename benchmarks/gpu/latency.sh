@@ -22,7 +22,8 @@ fi
 # p TAG SECONDS XLA_FLAGS -- profile options
 p() {
   local tag=$1 seconds=$2 flags=$3; shift 4
-  XLA_FLAGS="$flags" bounded "$tag" "$seconds" python3 train.py profile --out "$PROF/$tag.json" --measure-steps 100 --timed-chunks 3 "$@" "${TINY[@]}"
+  dry_once "$flags $*" "$tag" "$PROF/$tag.json" \
+    || XLA_FLAGS="$flags" bounded "$tag" "$seconds" python3 train.py profile --out "$PROF/$tag.json" --measure-steps 100 --timed-chunks 3 "$@" "${TINY[@]}"
   merge_json "$PROF" "$OUT/profiles.json"
 }
 CB="--xla_gpu_enable_command_buffer=+WHILE,+CONDITIONAL"

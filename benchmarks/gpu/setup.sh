@@ -72,6 +72,28 @@ merge_json() {
 
 # dry PROFILE: the profile a dry run uses in its place (cheap to compile), else PROFILE itself.
 dry() { if [ "${DRY_RUN:-0}" = 1 ]; then echo "${DRY_PROFILE:-cartpole_swingup_sparse}"; else echo "$1"; fi; }
+# dry_once KEY TAG FILE...: in a dry run every profile is the same stand-in (`dry`), so two of a
+# script's lines can be one command word for word (latency.sh's reacher_1 and ant_delayed_1, both
+# cartpole there); the second runs nothing and takes the first's outputs, FILE... of the first
+# copied to this tag's FILE..., and says so. Returns 0 when it did; otherwise (and always on a GPU)
+# it remembers KEY (the command's words) with this tag's files and returns 1: run it.
+declare -A DRY_SEEN=() DRY_SEEN_TAG=()
+dry_once() {
+  local key=$1 tag=$2; shift 2
+  [ "${DRY_RUN:-0}" = 1 ] || return 1
+  if [ -n "${DRY_SEEN[$key]:-}" ]; then
+    local -a earlier
+    read -r -a earlier <<< "${DRY_SEEN[$key]}"
+    local i=0 file
+    for file in "$@"; do cp "${earlier[$i]}" "$file"; i=$((i + 1)); done
+    echo "$tag: the same command as ${DRY_SEEN_TAG[$key]} word for word in this dry run: its output taken, not run again" | tee -a "$OUT/log.txt"
+    return 0
+  fi
+  DRY_SEEN[$key]="$*"
+  DRY_SEEN_TAG[$key]=$tag
+  return 1
+}
+
 # A dry run's training sizes (fast.sh, tune.sh): 2 envs per seed, batch 16, one update per vector
 # step, three 40-step chunks, 2-episode evaluations of 20-step episodes, 2 critics of width 8.
 DRY_TINY=(--train.num-envs 2 --train.batch-size 16 --train.updates-per-step 1 --train.buffer-size 400

@@ -24,6 +24,7 @@ import dataclasses
 import difflib
 import math
 import re
+import sys
 import tomllib
 import typing
 from pathlib import Path
@@ -32,7 +33,16 @@ from typing import Any, Literal
 from mjx_pbac import algos
 from mjx_pbac.schema import INT32_MAX, check_numbers, coerce, not_finite, require
 
-PROFILES_DIR = Path(__file__).resolve().parent.parent / "profiles"
+
+def _profiles_dir() -> Path:
+    """profiles/ beside the package (a checkout, or an editable install), else the copy a wheel
+    installs under the environment's share/mjx-pbac/profiles (pyproject's data-files)."""
+    beside = Path(__file__).resolve().parent.parent / "profiles"
+    installed = Path(sys.prefix) / "share" / "mjx-pbac" / "profiles"
+    return beside if beside.is_dir() or not installed.is_dir() else installed
+
+
+PROFILES_DIR = _profiles_dir()
 
 
 Platform = Literal["auto", "cpu", "gpu", "tpu"]

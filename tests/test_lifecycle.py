@@ -128,13 +128,18 @@ def _terminate_in_second_chunk(call, state, metrics):
     return state, metrics
 
 
+def _chain_args(run_dir: Path, *extra: str) -> list[str]:
+    """`train.py` arguments of a two-seed chain run with a 1,000-step warm-up and no checkpoint
+    on the schedule's grid before 20,000 steps (a stop's checkpoint is the only one), plus `extra`."""
+    return ["--profile", "chain", "--train.run-dir", str(run_dir), "--seeds", "2", "--train.warmup-steps", "1000",
+            "--train.checkpoint-interval", "20000", "--train.progress", "False", *extra]
+
+
 @pytest.mark.slow
 def test_sigterm_checkpoints_after_the_chunk_and_exits_75(tmp_path, monkeypatch, finished_run):
     _wrap_train_chunk(monkeypatch, _terminate_in_second_chunk)
     run_dir = tmp_path / "terminated"
-    code, err = _cli(["--profile", "chain", "--train.run-dir", str(run_dir), "--seeds", "2", "--train.total-steps", "4000",
-                      "--train.warmup-steps", "1000", "--train.eval-interval", "2000", "--train.checkpoint-interval", "20000",
-                      "--train.keep-checkpoints", "10", "--train.progress", "False"])
+    code, err = _cli(_chain_args(run_dir, "--train.total-steps", "4000", "--train.eval-interval", "2000", "--train.keep-checkpoints", "10"))
     assert code == 75, err
     (line,) = [line for line in err.splitlines() if line.startswith("stopped: ")]
     assert "interrupted by SIGTERM at 3,000 env steps; checkpoint step_000003000.npz saved" in line and "error" not in err
@@ -157,9 +162,7 @@ def test_a_stop_checkpoints_first_and_then_evaluates_the_kept_policies(tmp_path,
     resumed run)."""
     _wrap_train_chunk(monkeypatch, _terminate_in_second_chunk)
     run_dir = tmp_path / "batched"
-    code, err = _cli(["--profile", "chain", "--train.run-dir", str(run_dir), "--seeds", "2", "--train.total-steps", "6000",
-                      "--train.warmup-steps", "1000", "--train.eval-interval", "1000", "--train.eval-batch", "3",
-                      "--train.checkpoint-interval", "20000", "--train.progress", "False"])
+    code, err = _cli(_chain_args(run_dir, "--train.total-steps", "6000", "--train.eval-interval", "1000", "--train.eval-batch", "3"))
     assert code == 75, err
     assert "stopped at once" not in err and checkpoint.latest(run_dir / "checkpoints").name == "step_000003000.npz"
     evaluated = sorted({row["env_steps"] for row in _records(run_dir / "eval.jsonl")})

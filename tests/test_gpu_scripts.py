@@ -93,12 +93,25 @@ def test_device_script_dry_run(script, tmp_path):
         rows = json.loads((out / "profiles.json").read_text())
         assert set(rows) == {"reacher_1", "reacher_10", "reacher_10_cmdbuf", "reacher_10_tf32", "cartpole_10", "ant_delayed_1", "ant_delayed_10"}
         assert rows["reacher_1"]["baseline"]["steady_state"]["env_steps_per_s"] > 0  # the before/after pair
-        # Every task is cartpole in a dry run: a line that is an earlier one word for word runs once.
+        # Every task is the chain probe in a dry run, cartpole where a --baseline sets solver
+        # options: a line that is an earlier one word for word runs once.
         for line, first in (("ant_delayed_1", "reacher_1"), ("cartpole_10", "reacher_10"), ("ant_delayed_10", "reacher_10_cmdbuf")):
-            assert f"{line}: the same command as {first} word for word" in log, log
+            assert f"{line}: the same command as {first} in this dry run" in log, log
         assert len(exits) == 4, exits
+    if script == "trainer.sh":
+        # The chain probe stands in, and the dry run's sizes override each line's: the three lines
+        # parse alike (benchmarks/gpu/resolved.py), so one runs.
+        for line in ("ant_delayed_n4096", "ant_delayed_n256"):
+            assert f"{line}: the same command as ant_delayed_paper in this dry run" in log, log
+        assert exits == ["ant_delayed_paper: exit 0"], exits
+    if script == "env.sh":
+        # Every robot is Hopper at the dry run's sizes: Ant, Humanoid and Hopper parse alike; the
+        # Euler integrator is a setting of its own.
+        for line in ("env_humanoid", "env_hopper"):
+            assert f"{line}: the same command as env_ant in this dry run" in log, log
+        assert exits == ["env_ant: exit 0", "env_ant_euler: exit 0"], exits
     if script == "seeds.sh":
-        assert "seeds_reacher_hard: the same command as seeds_ant_delayed word for word" in log and len(exits) == 1, log
+        assert "seeds_reacher_hard: the same command as seeds_ant_delayed in this dry run" in log and len(exits) == 1, log
     if script == "metaworld.sh":
         assert set(json.loads((out / "metaworld.json").read_text())) == {"mw_reach_ours", "mw_reach_no_barriers"}
     if script == "reacher_table.sh":
@@ -144,6 +157,26 @@ def test_device_script_dry_run(script, tmp_path):
 
         # PBAC's chunk test, every other algorithm's, and the five others, each named by its node id.
         assert f"{len(algos.NAMES) + 5} tests collected" in (out / "pytest.txt").read_text()
+
+
+def test_a_dry_run_key_is_what_a_line_parses_to():
+    """benchmarks/gpu/resolved.py: two lines whose later options override their earlier ones alike
+    resolve alike (however their --out differs); a line that differs resolves apart; a misspelt
+    option is the command's own one-line error, as on the GPU."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("resolved", ROOT / "benchmarks" / "gpu" / "resolved.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    tiny = ["--num-envs", "2", "--steps-per-call", "5"]
+    ant = module.resolved(["bench-env", "--env", "hopper", "--out", "a.json", "--num-envs", "1", "256", "16384", *tiny])
+    humanoid = module.resolved(["bench-env", "--env", "hopper", "--out", "b.json", "--num-envs", "256", "8192", *tiny])
+    euler = module.resolved(["bench-env", "--env", "hopper", "--out", "c.json", *tiny, "--set", "integrator=euler"])
+    assert ant == humanoid != euler and "num_envs=(2,)" in ant and "a.json" not in ant
+    with pytest.raises(SystemExit):
+        module.resolved(["bench-env", "--env", "hopper", "--num-env", "2"])
+    with pytest.raises(SystemExit, match="not a command that takes sizes"):
+        module.resolved(["bench-envs", "--env", "hopper"])
 
 
 RECORDED_RUN = ROOT / "docs" / "gpu" / "h200-20261128" / "runs" / "reacher_fast_cpu"

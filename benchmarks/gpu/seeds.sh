@@ -13,11 +13,11 @@ TINY=()
 if [ "${DRY_RUN:-0}" = 1 ]; then
   COUNTS=(1 2)
   TINY=(--train.num-envs 2 --train.batch-size 16 --train.buffer-size 400 --train.warmup-steps 20 --train.chunk-steps 20
-        --train.env-overrides episode_length=20 --pbac.num-critics 2 --pbac.hidden-sizes 8 8 --measure-steps 20 --timed-chunks 1)
+        --pbac.num-critics 2 --pbac.hidden-sizes 8 8 --measure-steps 20 --timed-chunks 1)
 fi
 for task in ant_delayed reacher_hard; do
-  dry_once "$(dry "$task")" "seeds_$task" "$OUT/bench_seeds_$task.json" \
-    || bounded "seeds_$task" 250 python3 train.py bench-seeds --profile "$(dry "$task")" --seed-counts "${COUNTS[@]}" \
+  dry_once "$(dry "$task" light)" "seeds_$task" "$OUT/bench_seeds_$task.json" \
+    || bounded "seeds_$task" 250 python3 train.py bench-seeds --profile "$(dry "$task" light)" --seed-counts "${COUNTS[@]}" \
       --measure-steps 20 --timed-chunks 3 --out "$OUT/bench_seeds_$task.json" "${TINY[@]}"
 done
 ls -la "$OUT"

@@ -70,11 +70,19 @@ merge_json() {
   python3 -c "import json,glob,os,sys; json.dump({os.path.basename(p)[:-5]: json.load(open(p)) for p in sorted(glob.glob(sys.argv[1] + '/*.json'))}, open(sys.argv[2], 'w'), indent=1)" "$1" "$2"
 }
 
-# dry PROFILE: the profile a dry run uses in its place (cheap to compile), else PROFILE itself.
-dry() { if [ "${DRY_RUN:-0}" = 1 ]; then echo "${DRY_PROFILE:-cartpole_swingup_sparse}"; else echo "$1"; fi; }
-# dry_once KEY TAG FILE...: in a dry run every profile is the same stand-in (`dry`), so two of a
-# script's lines can be one command word for word (latency.sh's reacher_1 and ant_delayed_1, both
-# cartpole there); the second runs nothing and takes the first's outputs, FILE... of the first
+# dry PROFILE [light]: the profile a dry run uses in its place (cheap to compile), else PROFILE
+# itself: DM Control cartpole (MJX physics and a paper score, for lines that train to a score or
+# set physics options), or with `light` the chain probe (no physics: a tiny profile compiles in
+# ~17 s here against cartpole's ~62 s), for throughput lines that need neither.
+dry() {
+  if [ "${DRY_RUN:-0}" != 1 ]; then echo "$1"
+  elif [ "${2:-}" = light ]; then echo chain
+  else echo "${DRY_PROFILE:-cartpole_swingup_sparse}"; fi
+}
+# dry_once KEY TAG FILE...: in a dry run every profile is one of two stand-ins (`dry`) and its sizes
+# override each line's, so two of a script's lines can be one command (latency.sh's reacher_1 and
+# ant_delayed_1 word for word, both cartpole there; trainer.sh's three lines once parsed, KEY from
+# `dry_key`); the second runs nothing and takes the first's outputs, FILE... of the first
 # copied to this tag's FILE..., and says so. Returns 0 when it did; otherwise (and always on a GPU)
 # it remembers KEY (the command's words) with this tag's files and returns 1: run it.
 declare -A DRY_SEEN=() DRY_SEEN_TAG=()
@@ -86,12 +94,23 @@ dry_once() {
     read -r -a earlier <<< "${DRY_SEEN[$key]}"
     local i=0 file
     for file in "$@"; do cp "${earlier[$i]}" "$file"; i=$((i + 1)); done
-    echo "$tag: the same command as ${DRY_SEEN_TAG[$key]} word for word in this dry run: its output taken, not run again" | tee -a "$OUT/log.txt"
+    echo "$tag: the same command as ${DRY_SEEN_TAG[$key]} in this dry run: its output taken, not run again" | tee -a "$OUT/log.txt"
     return 0
   fi
   DRY_SEEN[$key]="$*"
   DRY_SEEN_TAG[$key]=$tag
   return 1
+}
+
+# dry_key TAG WORDS...: in a dry run, what the line `python3 train.py WORDS...` asks for once parsed
+# (benchmarks/gpu/resolved.py: the command's own parser and checks, later options over earlier
+# ones, --out left out), the KEY dry_once compares: lines whose sizes the dry run's override alike
+# (trainer.sh's three Ant settings) are one command there. A line that does not parse has its error
+# logged and a key of its own, so it runs and fails as it would on the GPU. Prints nothing on a GPU.
+dry_key() {
+  local tag=$1; shift
+  [ "${DRY_RUN:-0}" = 1 ] || return 0
+  python3 benchmarks/gpu/resolved.py "$@" 2>>"$OUT/log.txt" || echo "unparsed $tag"
 }
 
 # A dry run's training sizes (fast.sh, tune.sh): 2 envs per seed, batch 16, one update per vector

@@ -13,11 +13,15 @@ source benchmarks/gpu/setup.sh
 TINY=()
 if [ "${DRY_RUN:-0}" = 1 ]; then
   TINY=(--train.num-envs 2 --train.batch-size 16 --train.updates-per-step 1 --train.buffer-size 400 --train.warmup-steps 20
-        --train.chunk-steps 20 --train.env-overrides episode_length=20 --pbac.num-critics 2 --pbac.hidden-sizes 8 8
+        --train.chunk-steps 20 --pbac.num-critics 2 --pbac.hidden-sizes 8 8
         --measure-steps 20 --timed-chunks 1)
 fi
-ANT=$(dry ant_delayed)
-p() { local tag=$1 seconds=$2; shift 2; bounded "$tag" "$seconds" python3 train.py profile --out "$OUT/profile_$tag.json" "$@" "${TINY[@]}"; }
+ANT=$(dry ant_delayed light)  # the chain probe in a dry run: throughput lines, no physics option
+p() {
+  local tag=$1 seconds=$2; shift 2
+  local line=(profile --out "$OUT/profile_$tag.json" "$@" "${TINY[@]}")
+  dry_once "$(dry_key "$tag" "${line[@]}")" "$tag" "$OUT/profile_$tag.json" || bounded "$tag" "$seconds" python3 train.py "${line[@]}"
+}
 # The paper's setting: one env, 5 updates of batch 256 per env step, K = 10, width 256.
 p ant_delayed_paper 150 --profile "$ANT" --timed-chunks 3 --measure-steps 100
 # Many envs per seed: more data per update, bigger batches.

@@ -19,6 +19,8 @@ RUN_DIR/
                     `mjx_pbac.lifecycle`), exit code, error, final evaluation, timings
   error.log         the traceback of a failed run
   attempts/N/       the logs of an attempt that ended before its first checkpoint
+  evaluations/      `train.py evaluate`'s reports of checkpoints evaluated again (written by
+                    that command alone; a run never reads them)
   .lock             held by the process running the run (`RunLock`)
 
 A run directory is never overwritten: starting a run in an existing one is an error; `resume`
@@ -45,6 +47,7 @@ import re
 import shutil
 import socket
 import sys
+import time
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -61,6 +64,7 @@ SUMMARY = "summary.json"
 ERROR_LOG = "error.log"
 ATTEMPTS = "attempts"
 LOCK = ".lock"
+EVALUATIONS = "evaluations"
 
 LOGS = (METRICS, EVAL, VISITS)
 """The JSONL logs, one row per member and env step (cut back to a checkpoint's step on resume)."""
@@ -359,8 +363,14 @@ class RunLock:
             fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as error:
             holder = _read_holder(handle)
+            locked = error.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES)
+            for _ in range(20):  # a holder that has just taken the lock writes its record next
+                if holder or not locked:
+                    break
+                time.sleep(0.05)
+                holder = _read_holder(handle)
             handle.close()
-            if error.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+            if locked:
                 raise RunLocked(
                     f"{self.run_dir} is in use by {describe_holder(holder)}; wait for it to end, or stop it "
                     f"(kill -TERM {holder.get('pid') if holder else 'PID'}: it checkpoints and exits) and try again"

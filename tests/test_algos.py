@@ -16,6 +16,8 @@ import train as cli
 from mjx_pbac import algos
 from mjx_pbac.algos.base import knob_names, stack_configs
 from mjx_pbac.config import RunConfig
+from mjx_pbac.policy import load_policy
+from tests.policy_checks import logged_row, replayed_returns
 
 ALGORITHMS = typing.get_args(typing.get_type_hints(RunConfig)["algo"])
 
@@ -63,6 +65,12 @@ def test_every_algorithm_trains_on_the_chain_through_the_command(algo, tmp_path,
     for record in trained:
         for name in ("critic_loss", "actor_loss", "critic_q_mean", "target_mean"):
             assert np.isfinite(record[name]), (algo, name)
+    # The trained policy back from the run directory acts as the run's evaluation did, to the bit:
+    # its final evaluation's episodes, replayed from the host with `act`, return what it logged.
+    loaded = load_policy(run_dir, member=1)
+    assert (loaded.env_steps, loaded.member.seed, loaded.member.label, loaded.env_name) == (2000, 1, algo, "chain")
+    row = logged_row(run_dir, 1, 2000)
+    assert replayed_returns(loaded, len(row["returns"])) == row["returns"], algo
 
 
 def _tiny_widths(algo):

@@ -180,7 +180,7 @@ def parse_only(monkeypatch, tmp_path):
     import envs
     import envs.registry
     import envs.tools.benchmark
-    from mjx_pbac import commands, compilation_cache, devices, probe, profiling, report, runner, table
+    from mjx_pbac import commands, compilation_cache, devices, policy, probe, profiling, report, runner, table
     from mjx_pbac.commands import _common
 
     def stop(*args, **kwargs):
@@ -189,6 +189,7 @@ def parse_only(monkeypatch, tmp_path):
     for module, name in [
         (runner, "train"), (profiling, "measure"), (profiling, "measure_seed_scaling"), (table, "run_table"),
         (report, "write_report"), (probe, "write_probe_report"), (envs.tools.benchmark, "run_benchmark"),
+        (policy, "restore"),
     ]:
         monkeypatch.setattr(module, name, stop)
     for module, name in [
@@ -301,7 +302,7 @@ def test_every_option_a_syntax_template_names_exists(parse_only, capsys):
     for argv in (
         ["--profile", "chain", "--help"], ["profile", "--profile", "chain", "--help"],
         ["bench-seeds", "--profile", "chain", "--help"], ["table", "--help"], ["probe", "--help"],
-        ["report", "--help"], ["bench-env", "--help"], ["--help"],
+        ["report", "--help"], ["bench-env", "--help"], ["evaluate", "--help"], ["--help"],
     ):
         try:
             parse_only(argv)  # the usage (--help alone) returns; a command's --help exits 0

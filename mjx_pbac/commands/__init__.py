@@ -21,9 +21,10 @@ import traceback
 from pathlib import Path
 from types import ModuleType
 
-from mjx_pbac.commands import _common, bench_env, bench_seeds, probe, profile, report, table, training
+from mjx_pbac.commands import _common, bench_env, bench_seeds, evaluate, probe, profile, report, table, training
 
 COMMANDS: dict[str, ModuleType] = {
+    "evaluate": evaluate,
     "table": table,
     "probe": probe,
     "bench-seeds": bench_seeds,

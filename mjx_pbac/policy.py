@@ -136,11 +136,10 @@ def restore(
         older = [p.name for p in checkpoints.list_checkpoints(path.parent) if p != path]
         hint = f"; other checkpoints: {', '.join(older)}" if older else ""
         raise RunError(f"{error}{hint}") from None
-    task = None if inputs[2] is None else inputs[2]  # the env's constants as built now (overrides included)
     policy = Policy(
         agent=jax.device_put(state.agent),
         obs_moments=jax.device_put(state.obs_moments),
-        task=task,
+        task=inputs[2],  # the task constants of the env as built now (its overrides included), not the checkpoint's
         seed=jp.asarray(state.seed),
         env_steps=jp.asarray(state.env_steps),
     )

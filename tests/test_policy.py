@@ -92,6 +92,9 @@ def test_load_policy_acts_as_the_run_evaluated_for_each_member(finished):
     assert single.shape == (loaded.env.action_size,)
     explored = loaded.act(jax.numpy.zeros((3, loaded.env.observation_size)), jax.random.key(1))
     assert explored.shape == (3, loaded.env.action_size) and bool((abs(explored) <= 1).all())
+    greedy = loaded.act(jax.numpy.zeros((3, loaded.env.observation_size)))
+    assert not bool((explored == greedy).all())  # a key explores: sampled, not the evaluation rule
+    assert bool((loaded.act(jax.numpy.zeros((3, loaded.env.observation_size))) == greedy).all())
 
 
 def _damaged_copy(finished: Path, tmp_path: Path) -> Path:

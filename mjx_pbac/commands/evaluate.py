@@ -55,9 +55,8 @@ def main(argv: list[str]) -> None:
         raise SystemExit(f"error: --episodes must be >= 1, got {args.episodes}")
     overrides = tuple(f"{key}={value}" for key, value in _common.parse_overrides(args.set))
     _common.use_platform(args.platform, "--platform")
-    which = args.checkpoint
     try:
-        restored = policy.restore(args.run_dir, int(which) if which and which.isdigit() else which, args.episodes, overrides)
+        restored = policy.restore(args.run_dir, args.checkpoint, args.episodes, overrides)
         if args.member is not None and not 0 <= args.member < len(restored.members):
             raise rundir.RunError(f"--member {args.member} is out of range: {args.run_dir} has {len(restored.members)} member(s), 0..{len(restored.members) - 1}")
         result = policy.evaluate(restored)

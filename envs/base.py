@@ -92,6 +92,9 @@ class MjxEnv(Env):
     """
 
     episode_length: int = 1000
+    render_camera: str | None = None
+    """The model camera a video of this env is filmed from by default (`render_fields`); None:
+    the model's first camera, or MuJoCo's free camera when it has none."""
 
     def __init__(self, mj_model: mujoco.MjModel, frame_skip: int, solver_loop: str = "fixed"):
         if solver_loop == "fixed":
@@ -168,6 +171,15 @@ class MjxEnv(Env):
         """Active while MJX is traced: the fixed-trip constraint solve (`envs.mjx_solver`) unless
         the env was configured with `solver_loop="while"`."""
         return mjx_solver.fixed_trip_solver() if self._solver_loop == "fixed" else contextlib.nullcontext()
+
+    # -- rendering (mjx_pbac/video.py) ------------------------------------------------------------
+    def render_fields(self, state: State) -> dict[str, jax.Array]:
+        """What a picture of `state` shows, as whole `MjData` fields (plain names) and `MjModel`
+        fields ("model.<name>") to write into the C model before `mj_forward`: the positions and
+        the mocap bodies here; a task that keeps per-episode constants in the model (a target, a
+        moved body) adds those fields. Pure and jittable: a rollout records it at every step."""
+        data = state.pipeline_state
+        return {"qpos": data.qpos, "mocap_pos": data.mocap_pos, "mocap_quat": data.mocap_quat}
 
     def physics_step(self, data: mjx.Data, ctrl: jax.Array) -> mjx.Data:
         """Holds `ctrl` for `frame_skip` physics substeps (Gymnasium's `do_simulation`)."""

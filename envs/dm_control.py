@@ -203,6 +203,7 @@ class CartpoleSwingupSparse(DMControlTask):
 
     xml_file = "cartpole.xml"
     frame_skip = 1  # control step = physics step = 0.01 s
+    render_camera = "fixed"
 
     def __init__(self, config: DMControlConfig | None = None):
         super().__init__(config)
@@ -234,6 +235,7 @@ class BallInCupCatch(DMControlTask):
 
     xml_file = "ball_in_cup.xml"
     frame_skip = 10  # control step 0.02 s = 10 physics steps of 0.002 s
+    render_camera = "cam0"
 
     def __init__(self, config: DMControlConfig | None = None):
         super().__init__(config)
@@ -288,11 +290,13 @@ class ReacherHard(DMControlTask):
 
     xml_file = "reacher.xml"
     frame_skip = 1  # control step = physics step = 0.02 s
+    render_camera = "fixed"
 
     def __init__(self, config: DMControlConfig | None = None):
         super().__init__(config)
         model = self._mj_model
         self._finger = model.geom("finger").id
+        self._target_geom = model.geom("target").id
         self._radii = self.config.target_size + float(model.geom_size[self._finger, 0])
         wrist = model.joint("wrist").id
         self._wrist_range = tuple(float(v) for v in model.jnt_range[wrist])
@@ -305,6 +309,11 @@ class ReacherHard(DMControlTask):
         shoulder, wrist, angle, radius = jax.random.uniform(rng, (4,), minval=low, maxval=high)
         target = jp.stack([radius * jp.sin(angle), radius * jp.cos(angle)])
         return self.data_from_state(jp.stack([shoulder, wrist]), jp.zeros(2)), {"target": target}
+
+    def render_fields(self, state: State) -> dict[str, jax.Array]:
+        # The episode's target is drawn where DM Control puts it: the target geom's x, y.
+        geom_pos = self._mjx_model.geom_pos.at[self._target_geom, :2].set(state.info["target"])
+        return {**super().render_fields(state), "model.geom_pos": geom_pos}
 
     def finger_to_target(self, data: mjx.Data, info: dict) -> jax.Array:
         return info["target"] - data.geom_xpos[self._finger, :2]

@@ -115,6 +115,7 @@ class Locomotion(MjxEnv):
     root_is_free: bool
     """True when qpos starts with a free joint (x, y, z, quaternion); False for planar robots."""
     frame_skip: int
+    render_camera = "track"  # every Gymnasium robot's model has it: it follows the centre of mass
 
     def __init__(self, config: LocomotionConfig):
         self.config = config

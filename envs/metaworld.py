@@ -216,6 +216,7 @@ class MetaWorldTask(MjxEnv):
     stale_first_observation: ClassVar[bool] = False
     reports_success: ClassVar[bool] = True
     """Reward = Meta-World's success in {0, 1}; an episode succeeded iff its return is > 0."""
+    render_camera = "corner"
 
     @staticmethod
     def default_config() -> MetaWorldConfig:
@@ -249,6 +250,9 @@ class MetaWorldTask(MjxEnv):
         self._tcp_sites = (model.site("rightEndEffector").id, model.site("leftEndEffector").id)
         self._mocap = int(model.body_mocapid[model.body("mocap").id])
         self._moved = None if self.moved_body is None else model.body(self.moved_body).id
+        goal = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_SITE, "goal")
+        self._goal_site = goal if goal >= 0 and model.site_bodyid[goal] == 0 else None
+        """The world's "goal" site, which Meta-World moves to the target for its pictures."""
         self._random_low = jp.asarray(self.random_low, jp.float32)
         self._random_high = jp.asarray(self.random_high, jp.float32)
 
@@ -350,6 +354,13 @@ class MetaWorldTask(MjxEnv):
         info = {"body_pos": body_pos, "target": target, "prev_frame": frame}
         zero = jp.zeros(())
         return State(pipeline_state=data, obs=obs, reward=zero, done=zero, metrics=self.metrics(data, zero, target), info=info)
+
+    def render_fields(self, state: State) -> dict[str, jax.Array]:
+        # The episode's layout lives in the model: the moved body, and the goal marker at the target.
+        fields = {**super().render_fields(state), "model.body_pos": self.model_for(state.info["body_pos"]).body_pos}
+        if self._goal_site is not None:
+            fields["model.site_pos"] = self._mjx_model.site_pos.at[self._goal_site].set(state.info["target"])
+        return fields
 
     def clip_observation(self, obs: jax.Array) -> jax.Array:
         """Meta-World's clip of every step's observation to its observation space."""

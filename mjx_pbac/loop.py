@@ -121,6 +121,10 @@ class Trainer(NamedTuple):
     evaluate_snapshots: Callable[[Any], dict] | None = None
     """evaluate_snapshots(snapshots) -> {"returns": [M, P, E], "lengths": [M, P, E]}: every slot
     evaluated as `evaluate` would have evaluated its state, in one program."""
+    record: Callable[[Any], dict] | None = None
+    """record(policy) -> `evaluate`'s episodes of a `Policy` (leaves [M, ...]) with what each
+    step shows: {"returns": [M, E], "lengths": [M, E], "frames": the env's `render_fields`, leaves
+    [M, T + 1, E, ...] from the reset on} (mjx_pbac/video.py; an MJX env only). Compiled when called."""
     chunk_program: Callable[[str, int], Callable[[TrainState], tuple[TrainState, dict]]] | None = None
     """chunk_program("warmup" | "train", iterations) -> the jitted chunk of that many iterations
     (made once per length and kept): the runner runs a chunk of the schedule as several shorter
@@ -322,10 +326,13 @@ def make_trainer(
     def evaluate(state: TrainState) -> dict:
         return evaluate_policy(policy_of(state))
 
-    def evaluate_policy(policy: Policy) -> dict:
+    def evaluate_policy(policy: Policy, record: bool = False) -> dict:
         member_env = env_of(policy.task)
         key = jax.random.fold_in(jax.random.fold_in(jax.random.key(policy.seed), 1), policy.env_steps)
         states = jax.vmap(member_env.reset)(jax.random.split(key, train.eval_episodes))
+
+        def fields(env_state):
+            return jax.vmap(member_env.render_fields)(env_state) if record else None
 
         def step(carry, _):
             env_state, returns, lengths, alive = carry
@@ -334,12 +341,16 @@ def make_trainer(
             returns = returns + jp.where(alive, env_state.reward, 0.0)
             lengths = lengths + alive.astype(jp.int32)
             alive = jp.logical_and(alive, env_state.done == 0)
-            return (env_state, returns, lengths, alive), None
+            return (env_state, returns, lengths, alive), fields(env_state)
 
         zeros = jp.zeros((train.eval_episodes,))
         carry = (states, zeros, zeros.astype(jp.int32), jp.ones((train.eval_episodes,), bool))
-        (_, returns, lengths, _), _ = jax.lax.scan(step, carry, None, length=env.episode_length)
-        return {"returns": returns, "lengths": lengths}
+        (_, returns, lengths, _), stepped = jax.lax.scan(step, carry, None, length=env.episode_length)
+        if not record:
+            return {"returns": returns, "lengths": lengths}
+        first = fields(states)  # [E, ...], then [T, E, ...] after each step: [T + 1, E, ...]
+        frames = jax.tree.map(lambda a, b: jp.concatenate([a[None], b]), first, stepped)
+        return {"returns": returns, "lengths": lengths, "frames": frames}
 
     def init_snapshots(state: TrainState) -> Policy:
         return jax.tree.map(lambda leaf: jp.broadcast_to(leaf, (train.eval_batch, *leaf.shape)), policy_of(state))
@@ -349,6 +360,9 @@ def make_trainer(
 
     def evaluate_snapshots(snapshots: Policy) -> dict:
         return jax.vmap(evaluate_policy)(snapshots)
+
+    def record_policy(policy: Policy) -> dict:
+        return evaluate_policy(policy, record=True)
 
     def jitted(fn: Callable, in_axes: tuple, donated: bool) -> Callable:
         fn = over_members(fn, in_axes=in_axes)
@@ -383,6 +397,7 @@ def make_trainer(
         init_snapshots=jitted(init_snapshots, (0,), donated=False),
         snapshot=jitted(snapshot, (0, 0, None), donated=True),
         evaluate_snapshots=jitted(evaluate_snapshots, (0,), donated=False),
+        record=jitted(record_policy, (0,), donated=False),
         schedule=schedule,
         chunk_program=chunk_program,
     )

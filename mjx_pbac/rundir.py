@@ -21,6 +21,7 @@ RUN_DIR/
   attempts/N/       the logs of an attempt that ended before its first checkpoint
   evaluations/      `train.py evaluate`'s reports of checkpoints evaluated again (written by
                     that command alone; a run never reads them)
+  videos/           `train.py video`'s films of a member's policy (that command alone, likewise)
   .lock             held by the process running the run (`RunLock`)
 
 A run directory is never overwritten: starting a run in an existing one is an error; `resume`
@@ -65,6 +66,7 @@ ERROR_LOG = "error.log"
 ATTEMPTS = "attempts"
 LOCK = ".lock"
 EVALUATIONS = "evaluations"
+VIDEOS = "videos"
 
 LOGS = (METRICS, EVAL, VISITS)
 """The JSONL logs, one row per member and env step (cut back to a checkpoint's step on resume)."""

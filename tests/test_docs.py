@@ -302,7 +302,7 @@ def test_every_option_a_syntax_template_names_exists(parse_only, capsys):
     for argv in (
         ["--profile", "chain", "--help"], ["profile", "--profile", "chain", "--help"],
         ["bench-seeds", "--profile", "chain", "--help"], ["table", "--help"], ["probe", "--help"],
-        ["report", "--help"], ["bench-env", "--help"], ["evaluate", "--help"], ["--help"],
+        ["report", "--help"], ["bench-env", "--help"], ["evaluate", "--help"], ["video", "--help"], ["--help"],
     ):
         try:
             parse_only(argv)  # the usage (--help alone) returns; a command's --help exits 0

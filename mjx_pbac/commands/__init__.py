@@ -21,10 +21,11 @@ import traceback
 from pathlib import Path
 from types import ModuleType
 
-from mjx_pbac.commands import _common, bench_env, bench_seeds, evaluate, probe, profile, report, table, training
+from mjx_pbac.commands import _common, bench_env, bench_seeds, evaluate, probe, profile, report, table, training, video
 
 COMMANDS: dict[str, ModuleType] = {
     "evaluate": evaluate,
+    "video": video,
     "table": table,
     "probe": probe,
     "bench-seeds": bench_seeds,

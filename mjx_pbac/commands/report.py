@@ -48,6 +48,9 @@ class Args:
     by_run: bool = False
     """Name each method after its run directory too, RUN/LABEL (e.g. u8/pbac): runs of the same task
     and algorithm with other options are then compared side by side, not taken as seeds of one method."""
+    frames: bool = False
+    """Add frames_<task>.png: six moments of an evaluation episode of each task's final policy (its first
+    method's first seed), drawn by MuJoCo (`train.py video`); rolls the policy out, so it compiles (minutes on a CPU)."""
 
 
 def main(argv: list[str]) -> None:
@@ -76,7 +79,7 @@ def main(argv: list[str]) -> None:
         scores = parse_scores(args.score)
         written = write_report(
             list(args.run_dirs), args.out, exploration=plots or None, x=args.x, scores=scores,
-            score_fractions=args.score_fraction, by_run=args.by_run,
+            score_fractions=args.score_fraction, by_run=args.by_run, frames=args.frames,
         )
     except ValueError as error:
         raise SystemExit(f"error: {error}") from None
@@ -89,8 +92,9 @@ def main(argv: list[str]) -> None:
             if row["reached"] else f"not reached (best {row['best']:.4g} at {row['best_env_steps']:,} env steps)"
         )
         print(f"{row['task']} / {row['method']}: score {row['score']:.4g} ({row['score_source']}) {where}")
+    strips = f" and {len(written['frames'])} frame strip(s)" if args.frames else ""
     print(f"wrote {written['markdown']}, {written['latex']}, {written['time_to_score']} and "
-          f"{len(written['curves'])} curve figure(s) in {args.out}")
+          f"{len(written['curves'])} curve figure(s){strips} in {args.out}")
 
 
 def _probe_reports(directories: list[str]) -> None:

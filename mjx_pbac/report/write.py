@@ -35,6 +35,7 @@ def write_report(
     scores: Mapping[str | None, float] | None = None,
     score_fractions: Sequence[float] = (1.0,),
     by_run: bool = False,
+    frames: bool = False,
 ) -> dict[str, Path | list[Path]]:
     """Writes results.md (the tables, the time-to-score table, notes, figure links), results.tex,
     time_to_score.json (`time_to_score` with `scores` and `score_fractions`), the curves against
@@ -43,9 +44,12 @@ def write_report(
     lines) and, when `exploration` is given (an ExplorationPlot or a dict of its fields),
     exploration.png; a list of them gives exploration_<i>_<task>.png each (and a list under
     "exploration"). `by_run`: methods named RUN/LABEL, one per run directory (`load_runs`).
+    `frames`: frames_<task>.png, moments of one evaluation episode of each task's final policy
+    (the first method's first seed: `video.frame_strip`), drawn first, since they are what can
+    fail (no OpenGL backend) and take minutes (the policy's rollout compiles).
 
     Returns {"markdown": path, "latex": path, "time_to_score": path, "curves": [paths, one per
-    task and axis], "exploration": path (if drawn)}.
+    task and axis], "exploration": path (if drawn), "frames": [paths, one per task] (if drawn)}.
     """
     out_dir = Path(out_dir)
     unknown = [axis for axis in x if axis not in CLOCKS]
@@ -54,6 +58,7 @@ def write_report(
     curves = load_runs(run_dirs, by_run)  # refuses bad run directories before anything is written
     score_rows = time_to_score(curves, scores, score_fractions)
     out_dir.mkdir(parents=True, exist_ok=True)
+    strips = _frame_strips(curves, out_dir, by_run) if frames else []
     markdown, latex = results_tables(curves)
     drawn: dict[str, list[float]] = {}
     for row in score_rows:
@@ -63,6 +68,9 @@ def write_report(
         "curves": [path for axis in dict.fromkeys(x) for path in plot_curves(curves, out_dir, axis, drawn)]
     }
     figures = [path.name for path in written["curves"]]
+    if frames:
+        written["frames"] = strips
+        figures += [path.name for path in strips]
     if exploration is not None:
         single = isinstance(exploration, (ExplorationPlot, Mapping))
         plots = [exploration] if single else list(exploration)
@@ -86,3 +94,19 @@ def write_report(
     written["latex"] = out_dir / "results.tex"
     written["latex"].write_text(latex)
     return written
+
+
+def _frame_strips(curves, out_dir: Path, by_run: bool) -> list[Path]:
+    """frames_<task>.png for every task: its first method's first seed's run, newest checkpoint."""
+    from mjx_pbac import video
+
+    paths = []
+    for task in curves.tasks:
+        method = next(m for m in curves.methods if curves.get(task, m) is not None)
+        entry = curves.get(task, method)
+        label = method.split("/", 1)[1] if by_run else method
+        try:
+            paths.append(video.frame_strip(entry.sources[0], task, out_dir / f"frames_{_file_name(task)}.png", label))
+        except rundir.RunError as error:  # video.RenderError too
+            raise ValueError(f"--frames for {task}: {error}") from None
+    return paths

@@ -311,9 +311,11 @@ class ReacherHard(DMControlTask):
         return self.data_from_state(jp.stack([shoulder, wrist]), jp.zeros(2)), {"target": target}
 
     def render_fields(self, state: State) -> dict[str, jax.Array]:
-        # The episode's target is drawn where DM Control puts it: the target geom's x, y.
+        # The episode's target is drawn where DM Control puts it (the target geom's x, y), at the
+        # task's size (DM Control sets the geom's radius to it; here only the reward reads it).
         geom_pos = self._mjx_model.geom_pos.at[self._target_geom, :2].set(state.info["target"])
-        return {**super().render_fields(state), "model.geom_pos": geom_pos}
+        geom_size = self._mjx_model.geom_size.at[self._target_geom, 0].set(self.config.target_size)
+        return {**super().render_fields(state), "model.geom_pos": geom_pos, "model.geom_size": geom_size}
 
     def finger_to_target(self, data: mjx.Data, info: dict) -> jax.Array:
         return info["target"] - data.geom_xpos[self._finger, :2]

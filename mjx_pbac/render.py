@@ -53,14 +53,24 @@ def _renderer(model, width: int, height: int):
 
 
 def _camera(model, camera: str):
-    """The `update_scene` camera: a model camera's name, or MuJoCo's free camera ("free")."""
+    """(the `update_scene` camera, its id in the model or None): a model camera by name, or
+    MuJoCo's free camera ("free")."""
     import mujoco
 
     if camera != "free":
-        return camera
+        return camera, model.camera(camera).id
     free = mujoco.MjvCamera()
     mujoco.mjv_defaultFreeCamera(model, free)
-    return free
+    return free, None
+
+
+def _upright(pixels, data, camera_id):
+    """The picture turned over (180 degrees) when the camera's up points below the horizon: some
+    model cameras are set upside down (Meta-World's corner cameras, made for a renderer whose
+    pictures came out flipped)."""
+    if camera_id is not None and data.cam_xmat[camera_id][7] < 0:  # z of the camera's up axis (its y)
+        return pixels[::-1, ::-1]
+    return pixels
 
 
 def _pose(model, data, fields: dict, index: int) -> None:
@@ -136,7 +146,7 @@ def main(job_path: str) -> None:
     with np.load(job["fields"]) as stored:
         fields = {name: stored[name] for name in stored.files}
     data = mujoco.MjData(model)
-    camera = _camera(model, job["camera"])
+    camera, camera_id = _camera(model, job["camera"])
     out = Path(job["out"])
     count = len(next(iter(fields.values())))
     try:
@@ -146,7 +156,7 @@ def main(job_path: str) -> None:
         for index in tqdm(range(count), desc=job.get("label", "rendering"), unit="frame", file=sys.stderr, mininterval=0.5):
             _pose(model, data, fields, index)
             renderer.update_scene(data, camera=camera)
-            writer.add(renderer.render())
+            writer.add(_upright(renderer.render(), data, camera_id))
         writer.close()
     except Exception as error:  # noqa: BLE001 - reported to the parent in one line, whatever failed
         _fail(2, f"{type(error).__name__}: {error}")

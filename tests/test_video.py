@@ -22,6 +22,7 @@ from pathlib import Path
 
 import imageio.v2 as imageio
 import jax
+import mujoco
 import numpy as np
 import pytest
 from PIL import Image
@@ -210,6 +211,7 @@ def test_a_picture_carries_what_an_episode_keeps_in_the_model():
     fields = jax.jit(reacher.render_fields)(state)
     target = reacher.mj_model.geom("target").id
     np.testing.assert_array_equal(np.asarray(fields["model.geom_pos"])[target, :2], np.asarray(state.info["target"]))
+    assert np.asarray(fields["model.geom_size"])[target, 0] == pytest.approx(0.015)  # hard's target, not the file's 0.05
     np.testing.assert_array_equal(np.asarray(fields["qpos"]), np.asarray(state.pipeline_state.qpos))
     window = envs.make("mw_window_close", iterations=1, ls_iterations=1)
     state = jax.jit(window.reset)(jax.random.key(3))
@@ -218,6 +220,20 @@ def test_a_picture_carries_what_an_episode_keeps_in_the_model():
     np.testing.assert_array_equal(np.asarray(fields["model.body_pos"])[model.body("window").id], np.asarray(state.info["body_pos"]))
     np.testing.assert_array_equal(np.asarray(fields["model.site_pos"])[model.site("goal").id], np.asarray(state.info["target"]))
     assert np.asarray(state.info["body_pos"])[1] != model.body_pos[model.body("window").id][1]  # it did move
+
+
+def test_a_camera_set_upside_down_is_turned_over():
+    """Meta-World's corner cameras look at the table upside down (made for a renderer whose
+    pictures came out flipped): their pictures are turned 180 degrees; the top view's are not."""
+    from mjx_pbac import render
+
+    model = envs.make("mw_reach").mj_model
+    data = mujoco.MjData(model)
+    mujoco.mj_forward(model, data)
+    pixels = np.arange(2 * 3 * 3).reshape(2, 3, 3)
+    np.testing.assert_array_equal(render._upright(pixels, data, model.camera("corner").id), pixels[::-1, ::-1])
+    assert render._upright(pixels, data, model.camera("topview").id) is pixels
+    assert render._upright(pixels, data, None) is pixels  # the free camera is always upright
 
 
 def test_a_chain_run_has_nothing_to_film():

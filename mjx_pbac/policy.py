@@ -50,6 +50,13 @@ class Restored:
     checkpoint: Path
     env_steps: int
 
+    def check_member(self, index: int, run_dir: str | Path, name: str = "member") -> None:
+        """A RunError (one line, every member listed) unless `index` names a member."""
+        count = len(self.members)
+        if not 0 <= index < count:
+            labels = ", ".join(f"{m.index} ({m.label}, seed {m.seed}, {m.task})" for m in self.members)
+            raise RunError(f"{name} {index} is out of range: {run_dir} has {count} member(s), 0..{count - 1}: {labels}")
+
     def member_env(self, index: int) -> Any:
         """Member `index`'s env: the run's env with that member's task constants."""
         task = jax.tree.map(lambda leaf: leaf[index], self.policy.task)
@@ -162,11 +169,8 @@ def load_policy(run_dir: str | Path, member: int | None = None, checkpoint: int 
     directory, a config this version cannot read (an unknown algorithm), no or a damaged
     checkpoint, or a member out of range."""
     restored = restore(run_dir, checkpoint)
-    count = len(restored.members)
     index = 0 if member is None else member
-    if not 0 <= index < count:
-        labels = ", ".join(f"{m.index} ({m.label}, seed {m.seed}, {m.task})" for m in restored.members)
-        raise RunError(f"member {member} is out of range: {run_dir} has {count} member(s): {labels}")
+    restored.check_member(index, run_dir)
     algorithm = restored.parts.algorithm
     train = restored.config.train
     agent, moments = restored.policy.agent, restored.policy.obs_moments

@@ -28,6 +28,13 @@ def parse_overrides(pairs: tuple[str, ...]) -> tuple[tuple[str, Any], ...]:
         raise SystemExit(f"error: {error}") from None
 
 
+def overrides_tail(overrides: tuple[str, ...]) -> str:
+    """"_<overrides>" for a file name of what a command wrote with env overrides ("" without)."""
+    from mjx_pbac.rundir import safe_name
+
+    return "_" + safe_name("_".join(overrides)) if overrides else ""
+
+
 def load(name: str | None, path: str | None = None) -> RunConfig:
     """The RunConfig of profile `name` (or of the TOML file `path`)."""
     from mjx_pbac.config import load_profile, load_profile_file, profile_names

@@ -57,8 +57,8 @@ def main(argv: list[str]) -> None:
     _common.use_platform(args.platform, "--platform")
     try:
         restored = policy.restore(args.run_dir, args.checkpoint, args.episodes, overrides)
-        if args.member is not None and not 0 <= args.member < len(restored.members):
-            raise rundir.RunError(f"--member {args.member} is out of range: {args.run_dir} has {len(restored.members)} member(s), 0..{len(restored.members) - 1}")
+        if args.member is not None:
+            restored.check_member(args.member, args.run_dir, "--member")
         result = policy.evaluate(restored)
     except rundir.RunError as error:
         raise SystemExit(f"error: {error}") from None
@@ -97,8 +97,7 @@ def main(argv: list[str]) -> None:
 def _default_out(run_dir: Path, env_steps: int, episodes: int, overrides: tuple[str, ...]) -> Path:
     from mjx_pbac import rundir
 
-    tail = "_" + rundir.safe_name("_".join(overrides)) if overrides else ""
-    return run_dir / rundir.EVALUATIONS / f"step_{env_steps:09d}_{episodes}ep{tail}.json"
+    return run_dir / rundir.EVALUATIONS / f"step_{env_steps:09d}_{episodes}ep{_common.overrides_tail(overrides)}.json"
 
 
 def _table(report: dict, with_success: bool) -> str:

@@ -76,16 +76,14 @@ def main(argv: list[str]) -> None:
     _common.use_platform(args.platform, "--platform")
     try:
         restored = policy.restore(args.run_dir, args.checkpoint, args.episodes, overrides)
-        count = len(restored.members)
-        if not 0 <= args.member < count:
-            raise rundir.RunError(f"--member {args.member} is out of range: {args.run_dir} has {count} member(s), 0..{count - 1}")
+        restored.check_member(args.member, args.run_dir, "--member")
         member = restored.members[args.member]
         env = video.mjx_env(restored.member_env(args.member), member.task)
         camera = video.camera_for(env, args.camera)
         if out is None:
             suffix = ".mp4" if mp4_writer else ".gif"
-            tail = "_" + rundir.safe_name("_".join(overrides)) if overrides else ""
-            out = Path(args.run_dir) / rundir.VIDEOS / f"step_{restored.env_steps:09d}_member{args.member}{tail}{suffix}"
+            name = f"step_{restored.env_steps:09d}_member{args.member}{_common.overrides_tail(overrides)}{suffix}"
+            out = Path(args.run_dir) / rundir.VIDEOS / name
             if not mp4_writer:
                 print("imageio-ffmpeg is not installed (pip install 'mjx-pbac[video]' for MP4): writing a GIF")
         print(

@@ -4,6 +4,13 @@ MJX env steps take 15-120 s to compile on a 2-core CPU (tens of seconds on a GPU
 second run of the same program (same shapes, same settings) loads it instead. The directory is
 ~/.cache/mjx-pbac/jax, or $MJX_PBAC_JAX_CACHE; setting that variable to an empty string turns the
 cache off.
+
+With $MJX_PBAC_COMPILE_LOG set to a file, every XLA compile of this process (and of every process
+that calls `enable`, e.g. the train.py commands the tests start) is appended to it as one JSON line:
+what was compiled, its seconds, whether the persistent cache had it, the cache key, and the pytest
+test that ran it ($PYTEST_CURRENT_TEST, which subprocesses inherit). `python
+benchmarks/compile_log.py FILE` sums such a log by test file and names programs compiled more than
+once (docs/testing.md "Running it").
 """
 
 from __future__ import annotations
@@ -23,4 +30,59 @@ def enable() -> str | None:
     jax.config.update("jax_compilation_cache_dir", directory)
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
     jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+    if os.environ.get(LOG_VARIABLE):
+        _log_compiles(os.environ[LOG_VARIABLE])
     return directory
+
+
+LOG_VARIABLE = "MJX_PBAC_COMPILE_LOG"
+# JAX's names (jax._src.dispatch): Python tracing, lowering to StableHLO, and the XLA compile or
+# cache read that follows.
+_EVENTS = {
+    "/jax/core/compile/jaxpr_trace_duration": "trace",
+    "/jax/core/compile/jaxpr_to_mlir_module_duration": "lower",
+    "/jax/core/compile/backend_compile_duration": "compile",
+}
+_logging = {"on": False}
+
+
+def _log_compiles(path: str) -> None:
+    """Appends one JSON line per trace, lowering and compile to `path` (see the module docstring).
+    The cache's own hit and miss messages (logged at DEBUG by jax._src.compiler just before the
+    compile event ends) give the key and whether the compile was a cache read."""
+    import json
+    import logging
+    import threading
+
+    from jax import monitoring
+
+    if _logging["on"]:
+        return
+    _logging["on"] = True
+    last = threading.local()
+
+    class _CacheMessages(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            message = record.getMessage()
+            if "ersistent compilation cache hit" in message or "PERSISTENT COMPILATION CACHE MISS" in message:
+                last.hit = "hit" in message
+                last.key = str(record.args[1]) if record.args and len(record.args) > 1 else None
+
+    compiler_logger = logging.getLogger("jax._src.compiler")
+    compiler_logger.addHandler(_CacheMessages(level=logging.DEBUG))
+    compiler_logger.setLevel(logging.DEBUG)
+
+    def listener(event: str, seconds: float, **kwargs) -> None:
+        kind = _EVENTS.get(event)
+        if kind is None:
+            return
+        record = {"kind": kind, "fun": kwargs.get("fun_name"), "seconds": round(seconds, 3), "pid": os.getpid(),
+                  "test": os.environ.get("PYTEST_CURRENT_TEST", "").rsplit(" (", 1)[0]}
+        if kind == "compile":
+            record["cache"] = {True: "hit", False: "miss"}.get(getattr(last, "hit", None), "off")
+            record["key"] = getattr(last, "key", None)
+            last.hit = last.key = None
+        with open(path, "a") as handle:
+            handle.write(json.dumps(record) + "\n")
+
+    monitoring.register_event_duration_secs_listener(listener)

@@ -1,0 +1,96 @@
+"""mjx_pbac/compilation_cache.py: the persistent cache a second process reads, and the compile log
+($MJX_PBAC_COMPILE_LOG) that benchmarks/compile_log.py sums."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# A program that takes over the cache's 1 s threshold to compile here (an unrolled chain of
+# sines), so the first process writes it to the cache and the second reads it back.
+PROGRAM = """
+import jax, jax.numpy as jp
+from mjx_pbac import compilation_cache
+compilation_cache.enable()
+def chain(x):
+    for i in range(3000):
+        x = jp.sin(x * 1.0001 + i)
+    return x
+print(float(jax.jit(chain)(jp.float32(0.5))))
+"""
+
+
+def _summariser():
+    spec = importlib.util.spec_from_file_location("compile_log", ROOT / "benchmarks" / "compile_log.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_compile_log_names_each_compile_its_test_and_whether_the_cache_had_it(tmp_path):
+    log = tmp_path / "compiles.jsonl"
+    environment = {**os.environ, "MJX_PBAC_JAX_CACHE": str(tmp_path / "cache"), "MJX_PBAC_COMPILE_LOG": str(log)}
+    outputs = []
+    for _ in range(2):
+        done = subprocess.run([sys.executable, "-c", PROGRAM], cwd=ROOT, env=environment, capture_output=True, text=True, check=False, timeout=300)
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert "PERSISTENT COMPILATION CACHE" not in done.stderr  # the cache's DEBUG lines go to the log alone
+        outputs.append(done.stdout)
+    assert outputs[0] == outputs[1]
+    rows = [json.loads(line) for line in log.read_text().splitlines()]
+    chains = [row for row in rows if row["kind"] == "compile" and row["fun"] == "jit(chain)"]
+    assert [row["cache"] for row in chains] == ["miss", "hit"], chains
+    assert chains[0]["key"] == chains[1]["key"] and chains[0]["key"].startswith("jit_chain-")
+    assert chains[0]["seconds"] > 1.0 > chains[1]["seconds"]
+    assert chains[0]["pid"] != chains[1]["pid"]
+    # The test that started the processes, as pytest names it (subprocesses inherit the variable).
+    assert {row["test"] for row in rows} == {os.environ["PYTEST_CURRENT_TEST"].rsplit(" (", 1)[0]}
+    assert {"trace", "lower"} <= {row["kind"] for row in rows}
+
+    module = _summariser()
+    printed = module.summarise(module.load(str(log)))
+    this_file = "tests/test_compilation_cache.py"
+    (row,) = [line for line in printed.splitlines() if line.startswith(f"| {this_file} |")]
+    compiled = row.split(" | ")[3]
+    assert compiled.startswith(f"{chains[0]['seconds']:.1f}") or float(compiled.split()[0]) >= chains[0]["seconds"] - 0.05, row
+    # The chain was read back, not compiled again; the small programs under the cache's 1 s
+    # threshold (jit(convert_element_type) ...) were compiled by both processes and are listed.
+    repeated = printed.split("Cache keys compiled more than once")[1].split("Programs by")[0]
+    assert "jit_chain-" not in repeated and "jit(chain): 1 keys, 1 tests" in printed
+
+
+def test_the_summary_lists_a_program_compiled_twice(tmp_path):
+    """A key missed twice (a compile under the cache's threshold, or the cache off) is listed with
+    its seconds and the tests that compiled it."""
+    rows = [
+        {"kind": "compile", "fun": "jit(step)", "seconds": 3.0, "pid": 1, "test": "tests/test_a.py::test_x", "cache": "miss", "key": "jit_step-1"},
+        {"kind": "compile", "fun": "jit(step)", "seconds": 2.5, "pid": 2, "test": "tests/test_b.py::test_y", "cache": "miss", "key": "jit_step-1"},
+        {"kind": "compile", "fun": "jit(step)", "seconds": 0.1, "pid": 3, "test": "tests/test_b.py::test_z", "cache": "hit", "key": "jit_step-1"},
+        {"kind": "trace", "fun": "step", "seconds": 1.5, "pid": 1, "test": "tests/test_a.py::test_x"},
+    ]
+    printed = _summariser().summarise(rows)
+    assert "| tests/test_a.py | 1.5 | 0.0 | 3.0 (1) | 0.0 (0) |" in printed
+    assert "| tests/test_b.py | 0.0 | 0.0 | 2.5 (1) | 0.1 (1) |" in printed
+    assert "Cache keys compiled more than once: 1, 5.5 s in all" in printed
+    assert "- 5.5 s, 2x jit_step-1: tests/test_a.py::test_x, tests/test_b.py::test_y" in printed
+    assert "- 5.5 s jit(step): 1 keys, 2 tests" in printed
+
+
+def test_a_missing_or_malformed_log_is_named(tmp_path):
+    module = _summariser()
+    for content, message in ((None, "no compile log at"), ("not json\n", "is not a compile log")):
+        path = tmp_path / "log.jsonl"
+        if content is not None:
+            path.write_text(content)
+        try:
+            module.main([str(path)])
+        except SystemExit as error:
+            assert message in str(error), error
+        else:
+            raise AssertionError("no error")

@@ -74,12 +74,18 @@ def test_the_summary_lists_a_program_compiled_twice(tmp_path):
         {"kind": "compile", "fun": "jit(step)", "seconds": 0.1, "pid": 3, "test": "tests/test_b.py::test_z", "cache": "hit", "key": "jit_step-1"},
         {"kind": "trace", "fun": "step", "seconds": 1.5, "pid": 1, "test": "tests/test_a.py::test_x"},
     ]
-    printed = _summariser().summarise(rows)
+    module = _summariser()
+    printed = module.summarise(rows)
     assert "| tests/test_a.py | 1.5 | 0.0 | 3.0 (1) | 0.0 (0) |" in printed
     assert "| tests/test_b.py | 0.0 | 0.0 | 2.5 (1) | 0.1 (1) |" in printed
     assert "Cache keys compiled more than once: 1, 5.5 s in all" in printed
     assert "- 5.5 s, 2x jit_step-1: tests/test_a.py::test_x, tests/test_b.py::test_y" in printed
     assert "- 5.5 s jit(step): 1 keys, 2 tests" in printed
+    # Beside the tests' own seconds, from the same run's `pytest --durations=0` lines.
+    output = "12.50s call     tests/test_a.py::test_x\n0.50s setup    tests/test_a.py::test_x\n4.00s call     tests/test_b.py::test_y[p]\n"
+    assert module.test_seconds(output) == {"tests/test_a.py": 13.0, "tests/test_b.py": 4.0}
+    printed = module.summarise(rows, durations=module.test_seconds(output))
+    assert "| tests/test_a.py | 13.0 | 1.5 | 0.0 | 3.0 (1) | 0.0 (0) |" in printed and "| all | 17.0 | 1.5 |" in printed
 
 
 def test_a_missing_or_malformed_log_is_named(tmp_path):

@@ -7,8 +7,8 @@ cache off.
 
 With $MJX_PBAC_COMPILE_LOG set to a file, every XLA compile of this process (and of every process
 that calls `enable`, e.g. the train.py commands the tests start) is appended to it as one JSON line:
-what was compiled, its seconds, whether the persistent cache had it, the cache key, and the pytest
-test that ran it ($PYTEST_CURRENT_TEST, which subprocesses inherit). `python
+what was compiled, its seconds, whether the persistent cache had it ("off" when the cache is), the
+cache key, and the pytest test that ran it ($PYTEST_CURRENT_TEST, which subprocesses inherit). `python
 benchmarks/compile_log.py FILE` sums such a log by test file and names programs compiled more than
 once (docs/testing.md "Running it").
 """
@@ -24,14 +24,14 @@ def enable() -> str | None:
     """Points JAX at the cache directory; returns it (None when turned off)."""
     import jax
 
+    if os.environ.get(LOG_VARIABLE):
+        _log_compiles(os.environ[LOG_VARIABLE])
     directory = os.environ.get("MJX_PBAC_JAX_CACHE", DEFAULT_DIR)
     if not directory:
         return None
     jax.config.update("jax_compilation_cache_dir", directory)
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
     jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
-    if os.environ.get(LOG_VARIABLE):
-        _log_compiles(os.environ[LOG_VARIABLE])
     return directory
 
 
@@ -54,6 +54,7 @@ def _log_compiles(path: str) -> None:
     import logging
     import threading
 
+    import jax
     from jax import monitoring
 
     if _logging["on"]:
@@ -63,9 +64,10 @@ def _log_compiles(path: str) -> None:
 
     class _CacheMessages(logging.Handler):
         def emit(self, record: logging.LogRecord) -> None:
-            message = record.getMessage()
-            if "ersistent compilation cache hit" in message or "PERSISTENT COMPILATION CACHE MISS" in message:
-                last.hit = "hit" in message
+            # Told apart by the format string, not the message, which holds the program's name.
+            template = str(record.msg)
+            if template.startswith(("Persistent compilation cache hit", "PERSISTENT COMPILATION CACHE MISS")):
+                last.hit = template.startswith("Persistent")
                 last.key = str(record.args[1]) if record.args and len(record.args) > 1 else None
 
     compiler_logger = logging.getLogger("jax._src.compiler")
@@ -79,7 +81,9 @@ def _log_compiles(path: str) -> None:
         record = {"kind": kind, "fun": kwargs.get("fun_name"), "seconds": round(seconds, 3), "pid": os.getpid(),
                   "test": os.environ.get("PYTEST_CURRENT_TEST", "").rsplit(" (", 1)[0]}
         if kind == "compile":
-            record["cache"] = {True: "hit", False: "miss"}.get(getattr(last, "hit", None), "off")
+            # JAX computes a key and reports a "miss" even with no cache directory: that is "off".
+            cached = jax.config.jax_compilation_cache_dir is not None
+            record["cache"] = {True: "hit", False: "miss"}.get(getattr(last, "hit", None), "off") if cached else "off"
             record["key"] = getattr(last, "key", None)
             last.hit = last.key = None
         with open(path, "a") as handle:

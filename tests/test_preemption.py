@@ -124,7 +124,7 @@ def test_the_state_is_bit_identical_however_a_chunk_is_split():
 
 def _command(run_dir: Path, *extra: str) -> list[str]:
     return [
-        sys.executable, "train.py", "--profile", "chain", "--seeds", "2", "--train.batch-size", "2048",
+        sys.executable, "train.py", "--profile", "chain", "--seeds", "2", "--train.batch-size", "512",
         "--train.chunk-steps", "500", "--train.warmup-steps", "500", "--train.eval-interval", "1000",
         "--train.checkpoint-interval", "100000",
         "--train.run-dir", str(run_dir), *extra,
@@ -145,14 +145,14 @@ def _records(path: Path) -> list[dict]:
 
 @pytest.mark.slow
 def test_a_sigterm_to_a_run_of_split_chunks_stops_within_the_grace_and_resumes_bit_exactly(tmp_path):
-    """A chain run whose 500-step training chunks take seconds (2,048-transition minibatches)
-    with a 1 s chunk target runs them split. A SIGTERM once split chunks run ends it within the
+    """A chain run whose 500-step training chunks take over a second (512-transition minibatches)
+    with a 0.25 s chunk target runs them split. A SIGTERM once split chunks run ends it within the
     grace plus a few seconds, with exit 75 and a checkpoint between two boundaries of the
     schedule (not on the 500-step grid); resumed, it ends where an uninterrupted run ends,
     with equal final states and evaluations."""
     run_dir = tmp_path / "stopped"
     process = subprocess.Popen(
-        _command(run_dir, "--train.total-steps", "20000", "--train.chunk-seconds", "1", "--train.stop-grace-seconds", "10"),
+        _command(run_dir, "--train.total-steps", "20000", "--train.chunk-seconds", "0.25", "--train.stop-grace-seconds", "10"),
         cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
     )
     lines = []

@@ -155,13 +155,13 @@ def _assert_stopped_whole_and_resumes_bit_exactly(run_dir: Path, said: str, refe
 
 @pytest.mark.slow
 def test_timeout_stops_with_a_checkpoint_though_it_signals_twice(tmp_path, reference):
-    """`timeout -s TERM 30 python train.py ...`: at 30 s timeout sends SIGTERM to the run and then
+    """`timeout -s TERM 15 python train.py ...`: at 15 s timeout sends SIGTERM to the run and then
     to its whole process group, so the run gets it twice at once (or once, when the kernel merges
     the two while the first is pending). That is one request: the run checkpoints after the chunk
     in progress and ends with 75 (timeout itself returns 124)."""
     reference(2_000)  # its programs compiled into the persistent cache before the clock starts
     run_dir = tmp_path / "timeout"
-    process, lines = _start(["timeout", "-s", "TERM", "30", *_train("--train.total-steps", "2000000", "--train.run-dir", str(run_dir))])
+    process, lines = _start(["timeout", "-s", "TERM", "15", *_train("--train.total-steps", "2000000", "--train.run-dir", str(run_dir))])
     code = process.wait(timeout=300)
     said = lines.rest()
     assert code == 124, said

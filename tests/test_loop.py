@@ -13,7 +13,8 @@ import pytest
 import envs
 from mjx_pbac import algos
 from mjx_pbac.algos import pbac
-from mjx_pbac.config import TrainConfig
+from mjx_pbac.build import build
+from mjx_pbac.config import TrainConfig, load_profile
 from mjx_pbac.hlo import program_stats
 from mjx_pbac.loop import make_trainer, member_inputs
 from tests.probe_envs import CountingEnv
@@ -132,22 +133,22 @@ def test_matmul_precision_reaches_every_matrix_product_of_the_chunk():
 @pytest.mark.parametrize("name", [name for name in algos.NAMES if name != "pbac"])
 def test_every_algorithms_chunk_compiles_once_stays_on_device_and_never_branches(name):
     """The loop's guarantees hold whatever the algorithm brings (its acting state, TD3's delayed
-    update selected with `where`): one compile, no host transfer, no data-dependent loop or branch."""
-    env = envs.make("chain")
-    train = TrainConfig(
-        env="chain", total_steps=80, num_envs=2, batch_size=8, updates_per_step=2, buffer_size=200,
-        warmup_steps=20, chunk_steps=20, eval_interval=20, eval_episodes=1, checkpoint_interval=20,
+    update selected with `where`): one compile, no host transfer, no data-dependent loop or branch.
+    The run is test_algos.py's chain run through the command (the chain profile, 2 seeds, 1,000-step
+    chunks), so its training program is the one the compile cache holds from there."""
+    config = load_profile("chain")
+    config = dataclasses.replace(
+        config, algo=name, train=dataclasses.replace(config.train, num_seeds=2, total_steps=2000, eval_interval=1000)
     )
-    config = algos.module(name).Config(hidden_sizes=(8,))
-    trainer = make_trainer(train, env, algos.make(name, [config, config], env.observation_size, env.action_size))
-    state, _ = trainer.warmup_chunk(trainer.init(*member_inputs([(0, config), (1, config)])))
+    built = build(config)
+    trainer = built.trainer
+    state, _ = trainer.warmup_chunk(built.init_state())
     with jax.transfer_guard("disallow"):
-        for _ in range(2):
-            state, metrics = trainer.train_chunk(state)
+        state, metrics = trainer.train_chunk(state)
     assert trainer.train_chunk._cache_size() == 1
     stats = program_stats(trainer.train_chunk.lower(state).compile())
     assert stats["data_dependent_loops"] == 0 and stats["conditionals"] == 0, (name, stats)
-    assert np.all(np.isfinite(np.asarray(metrics["critic_loss"]))) and int(state.updates[0]) == 40
+    assert np.all(np.isfinite(np.asarray(metrics["critic_loss"]))) and int(state.updates[0]) == 1000
 
 
 def _two_env_run(updates_per_step: int):

@@ -28,9 +28,9 @@ COPY_SECONDS=${COPY_SECONDS:-60}
 TINY=()
 if [ "${DRY_RUN:-0}" = 1 ]; then
   TABLE=${TABLE:-$(mktemp -d)/table}
-  TINY=(--seeds 2 --train.total-steps 60 --train.warmup-steps 20 --train.chunk-steps 20 --train.eval-interval 20
-        --train.eval-episodes 2 --train.batch-size 16 --train.buffer-size 400 --train.env-overrides episode_length=20
-        --pbac.num-critics 2 --pbac.hidden-sizes 8 8)
+  # setup.sh's DRY_TINY, 2 seeds: the training program of fast.sh's dry run (the stand-in's `_fast`
+  # profile at these sizes is this program), which the compile cache then serves here.
+  TINY=(--seeds 2 "${DRY_TINY[@]}")
 else
   TABLE=${TABLE:-/tmp/reacher_table}
 fi

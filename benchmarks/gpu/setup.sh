@@ -113,7 +113,7 @@ dry_key() {
   python3 benchmarks/gpu/resolved.py "$@" 2>>"$OUT/log.txt" || echo "unparsed $tag"
 }
 
-# A dry run's training sizes (fast.sh, tune.sh): 2 envs per seed, batch 16, one update per vector
+# A dry run's training sizes (fast.sh, tune.sh, reacher_table.sh): 2 envs per seed, batch 16, one update per vector
 # step, three 40-step chunks, 2-episode evaluations of 20-step episodes, 2 critics of width 8.
 DRY_TINY=(--train.num-envs 2 --train.batch-size 16 --train.updates-per-step 1 --train.buffer-size 400
           --train.total-steps 120 --train.warmup-steps 40 --train.chunk-steps 40 --train.eval-interval 40

@@ -29,38 +29,36 @@ def test_scan_while_equals_a_python_while_loop_including_the_cap():
     assert stats["data_dependent_loops"] == 0 and stats["conditionals"] == 0
 
 
+@pytest.fixture(scope="module")
+def ant_training_steps():
+    """Four Ant instances' training env step (auto-reset and all), compiled with the fixed-trip
+    solve and with MJX's own while loop, and the instances' reset state: one program each, which
+    both tests below read (an MJX Ant step is ~17 s to compile here)."""
+    fixed, own = (envs.wrap_for_training(envs.make("ant", solver_loop=loop), 4) for loop in ("fixed", "while"))
+    state = jax.jit(fixed.reset)(jax.random.PRNGKey(0))
+    action = jax.random.uniform(jax.random.PRNGKey(1), (4, 8), minval=-1, maxval=1)
+    return state, action, {name: jax.jit(batched.step).lower(state, action).compile() for name, batched in (("fixed", fixed), ("while", own))}
+
+
 @pytest.mark.slow
-def test_fixed_trip_solve_equals_mjx_while_loop_on_ant_contacts():
+def test_fixed_trip_solve_equals_mjx_while_loop_on_ant_contacts(ant_training_steps):
     """Four Ant instances dropped onto the floor (contacts, active constraints), 3 env steps of 5
     RK4 substeps: the fixed-trip solve and MJX's own give the same qpos and qvel, bit for bit."""
-    fixed, own = envs.make("ant"), envs.make("ant", solver_loop="while")
-    reset = jax.jit(jax.vmap(fixed.reset))(jax.random.split(jax.random.PRNGKey(0), 4))
-    data = reset.pipeline_state
-    ctrl = jax.random.uniform(jax.random.PRNGKey(1), (4, 8), minval=-1, maxval=1)
-
-    def rollout(env):
-        def step(data, _):
-            return jax.vmap(env.physics_step)(data, ctrl), None
-
-        return jax.jit(lambda d: jax.lax.scan(step, d, None, length=3)[0])
-
-    a, b = rollout(fixed)(data), rollout(own)(data)
-    assert float(jp.max(jp.abs(a.qvel))) > 0.1  # it moved
-    np.testing.assert_array_equal(np.asarray(a.qpos), np.asarray(b.qpos))
-    np.testing.assert_array_equal(np.asarray(a.qvel), np.asarray(b.qvel))
+    state, action, steps = ant_training_steps
+    a = b = state
+    for _ in range(3):
+        a, b = steps["fixed"](a, action), steps["while"](b, action)
+    assert float(jp.max(jp.abs(a.pipeline_state.qvel))) > 0.1  # it moved
+    np.testing.assert_array_equal(np.asarray(a.pipeline_state.qpos), np.asarray(b.pipeline_state.qpos))
+    np.testing.assert_array_equal(np.asarray(a.pipeline_state.qvel), np.asarray(b.pipeline_state.qvel))
 
 
 @pytest.mark.slow
-def test_training_env_step_has_no_data_dependent_loop_or_branch():
-    env = envs.make("ant")
-    batched = envs.wrap_for_training(env, 2)
-    state = jax.jit(batched.reset)(jax.random.PRNGKey(0))
-    action = jp.zeros((2, env.action_size))
-    stats = program_stats(jax.jit(batched.step).lower(state, action).compile())
+def test_training_env_step_has_no_data_dependent_loop_or_branch(ant_training_steps):
+    _, _, steps = ant_training_steps
+    stats = program_stats(steps["fixed"])
     assert stats["data_dependent_loops"] == 0 and stats["conditionals"] == 0, stats
-    own = envs.wrap_for_training(envs.make("ant", solver_loop="while"), 2)
-    stats_own = program_stats(jax.jit(own.step).lower(state, action).compile())
-    assert stats_own["data_dependent_loops"] > 0  # MJX's own solve: the check above can fail
+    assert program_stats(steps["while"])["data_dependent_loops"] > 0  # MJX's own solve: the check above can fail
 
 
 @pytest.mark.slow

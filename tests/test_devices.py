@@ -142,11 +142,11 @@ def sharded(tmp_path_factory):
 @pytest.mark.parametrize("members, padded, tolerance", [(4, 4, 1e-2), (6, 8, 1e-3), (8, 8, 1e-4)])
 def test_members_over_four_devices_train_as_on_one(sharded, members, padded, tolerance):
     """4, 6 (padded to 8) and 8 chain members, 2 training chunks of 100 gradient steps: each
-    member's state, metrics and evaluation on 4 devices equal those on one device to float32
-    rounding (relative to the value, or absolute below 1). They are not bit-identical: XLA's CPU
-    programs for one member or two per device round their matrix products differently from the
-    M-member program; with one member per device (the unbatched program) the rounding grows
-    most over the 200 updates."""
+    member's state, metrics and evaluation on 4 devices equal those of the same member on one
+    device (one 8-member run, the reference of all three) to float32 rounding (relative to the
+    value, or absolute below 1). They are not bit-identical: XLA's CPU programs for one member or
+    two per device round their matrix products differently from the 8-member program; with one
+    member per device (the unbatched program) the rounding grows most over the 200 updates."""
     row = sharded[f"members_{members}"]
     one_device, used, padded_to, _ = row["layout"]
     assert (one_device, used, padded_to) == (1, 4, padded)

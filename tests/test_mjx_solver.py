@@ -36,14 +36,15 @@ def ant_training_steps():
     both tests below read (an MJX Ant step is ~17 s to compile here)."""
     fixed, own = (envs.wrap_for_training(envs.make("ant", solver_loop=loop), 4) for loop in ("fixed", "while"))
     state = jax.jit(fixed.reset)(jax.random.PRNGKey(0))
-    action = jax.random.uniform(jax.random.PRNGKey(1), (4, 8), minval=-1, maxval=1)
+    action = jax.random.uniform(jax.random.PRNGKey(1), (4, fixed.action_size), minval=-1, maxval=1)
     return state, action, {name: jax.jit(batched.step).lower(state, action).compile() for name, batched in (("fixed", fixed), ("while", own))}
 
 
 @pytest.mark.slow
 def test_fixed_trip_solve_equals_mjx_while_loop_on_ant_contacts(ant_training_steps):
-    """Four Ant instances dropped onto the floor (contacts, active constraints), 3 env steps of 5
-    RK4 substeps: the fixed-trip solve and MJX's own give the same qpos and qvel, bit for bit."""
+    """Four Ant instances dropped onto the floor (contacts, active constraints), 3 training env
+    steps (5 RK4 substeps each, auto-reset included): the fixed-trip solve and MJX's own give the
+    same qpos and qvel, bit for bit."""
     state, action, steps = ant_training_steps
     a = b = state
     for _ in range(3):

@@ -223,6 +223,23 @@ def test_report_by_run_compares_runs_of_one_task_and_algorithm(tmp_path):
     assert "| Task | base/pbac | u8/pbac |" in (tmp_path / "report" / "results.md").read_text()
 
 
+def test_tune_candidates_resolve_at_the_profiles_own_sizes():
+    """The dry run appends tiny sizes after each candidate's options, so it checks their spelling
+    only; here each candidate resolves at the GPU sizes it will run at (`ant_delayed_fast`, 10
+    seeds), with its schedule, and each differs from the profile and from the others."""
+    from mjx_pbac import cli
+    from mjx_pbac.commands import _common
+    from mjx_pbac.schedule import Schedule
+
+    block = re.search(r"^CANDIDATES=\((.*?)^\)", (ROOT / "benchmarks" / "gpu" / "tune.sh").read_text(), re.DOTALL | re.MULTILINE)
+    resolved = {}
+    for name, options in re.findall(r'^\s*"([\w-]+)\|([^"]*)"', block.group(1), re.MULTILINE):
+        config = cli.configure(_common.load("ant_delayed_fast", None), ["--seeds", "10", *options.split()], f"tune.sh {name}")
+        Schedule.of(config.train)
+        resolved[name] = repr(config)
+    assert len(set(resolved.values())) == len(resolved) >= 2, sorted(resolved)
+
+
 def test_the_gpu_tables_script_reproduces_the_docs_gpu_rows_from_the_records():
     import importlib.util
 

@@ -50,15 +50,20 @@ source benchmarks/gpu/setup.sh
 # NAME names the run directory and the report's column (letters, digits, '_', '-'); OPTIONS are
 # `train.py` options added to the profile, split at spaces (no quoting). The first is the profile
 # as it is, the reference. Edit this block alone to change what a slot tries.
-# Round 1 (prepared 2026-11-28 on the CPU, docs/fast_training.md "Delayed locomotion"): the
-# profile (observation normalisation on since the Hopper CPU evidence), its ablation without it,
-# then FastTD3's discount 0.97 with AdamW weight decay 0.1, then twice the gradient steps per
-# vector step (FastSAC's replay ratio is twice ours; on the Hopper CPU recipe 8 beat 4).
+# Round 2 (prepared 2026-11-29 on the CPU, docs/fast_training.md "Delayed locomotion"): the replay
+# ratio, the lever the Hopper CPU evidence points at. The profile samples 8 transitions per env step
+# (4 updates x 2,048 / 1,024 envs); the Hopper CPU winner samples 64 (8 x 128 / 16) and 16 updates
+# per vector step learned faster still, while FastTD3's discount 0.97 (with or without AdamW weight
+# decay 0.1: Round 1's `g97_wd`) kept hopper_delayed near its dive-and-fall plateau. So: 16 (u8),
+# 32 (n256: a quarter of the envs, the same updates per vector step) and 64 (n256_u8) sampled
+# transitions per env step. The n256 candidates step a quarter of the env steps per vector step,
+# so they evaluate every chunk (51,200 env steps per seed) to keep about the base's wall-clock
+# between evaluations.
 CANDIDATES=(
   "base|"
-  "raw_obs|--train.normalize-observations False"
-  "g97_wd|--pbac.gamma 0.97 --pbac.weight-decay 0.1"
   "u8|--train.updates-per-step 8"
+  "n256|--train.num-envs 256 --train.eval-interval 51200"
+  "n256_u8|--train.num-envs 256 --train.updates-per-step 8 --train.eval-interval 51200"
 )
 # ===============================================================================================
 

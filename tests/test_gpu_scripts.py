@@ -24,6 +24,15 @@ def _dry_run(script: str, out: Path, **env: str) -> subprocess.CompletedProcess:
     )
 
 
+TUNE = ROOT / "benchmarks" / "gpu" / "tune.sh"
+
+
+def _tune_candidates() -> dict[str, str]:
+    """tune.sh's CANDIDATES block: name -> the `train.py` options it adds, in the block's order."""
+    block = re.search(r"^CANDIDATES=\((.*?)^\)", TUNE.read_text(), re.DOTALL | re.MULTILINE)
+    return dict(re.findall(r'^\s*"([\w-]+)\|([^"]*)"', block.group(1), re.MULTILINE))
+
+
 def _what_comes_back(out: Path) -> list[Path]:
     """The files under OUT, as the device tool would return them (at most 8, 2 folders down)."""
     return [path for path in out.rglob("*") if path.is_file()]
@@ -133,8 +142,7 @@ def test_device_script_dry_run(script, tmp_path):
     if script == "tune.sh":
         # Every candidate of the block trained (two waves of two side by side) and is a column of its
         # own (the report's --by-run), at 90 % and 100 % of the score, with a row in the standing.
-        block = re.search(r"^CANDIDATES=\((.*?)^\)", (ROOT / "benchmarks" / "gpu" / "tune.sh").read_text(), re.DOTALL | re.MULTILINE)
-        options = dict(re.findall(r'^\s*"([\w-]+)\|([^"]*)"', block.group(1), re.MULTILINE))
+        options = _tune_candidates()
         candidates = list(options)
         assert len(candidates) == 4 and candidates[0] == "base" and options["base"] == ""
         assert "4 candidate(s) of cartpole_swingup_sparse, 2 seeds each, 2 at a time" in log
@@ -225,16 +233,16 @@ def test_report_by_run_compares_runs_of_one_task_and_algorithm(tmp_path):
 
 def test_tune_candidates_resolve_at_the_profiles_own_sizes():
     """The dry run appends tiny sizes after each candidate's options, so it checks their spelling
-    only; here each candidate resolves at the GPU sizes it will run at (`ant_delayed_fast`, 10
-    seeds), with its schedule, and each differs from the profile and from the others."""
+    only; here each candidate resolves at the GPU sizes it will run at (the script's default
+    profile, 10 seeds), with its schedule, and each differs from the profile and from the others."""
     from mjx_pbac import cli
     from mjx_pbac.commands import _common
     from mjx_pbac.schedule import Schedule
 
-    block = re.search(r"^CANDIDATES=\((.*?)^\)", (ROOT / "benchmarks" / "gpu" / "tune.sh").read_text(), re.DOTALL | re.MULTILINE)
+    profile = re.search(r'^PROFILE=\$\(dry "\$\{PROFILE:-([\w-]+)\}"\)', TUNE.read_text(), re.MULTILINE).group(1)
     resolved = {}
-    for name, options in re.findall(r'^\s*"([\w-]+)\|([^"]*)"', block.group(1), re.MULTILINE):
-        config = cli.configure(_common.load("ant_delayed_fast", None), ["--seeds", "10", *options.split()], f"tune.sh {name}")
+    for name, options in _tune_candidates().items():
+        config = cli.configure(_common.load(profile, None), ["--seeds", "10", *options.split()], f"tune.sh {name}")
         Schedule.of(config.train)
         resolved[name] = repr(config)
     assert len(set(resolved.values())) == len(resolved) >= 2, sorted(resolved)

@@ -250,6 +250,20 @@ def test_plot_curves_writes_one_png_per_task(tmp_path, runs):
             assert (np.abs(image[..., :3] - rgb).max(axis=-1) < 0.05).sum() > 100
 
 
+def test_a_legend_of_many_methods_goes_under_the_axes(tmp_path):
+    """Seven methods and a score line do not fit inside the axes without hiding curves: the legend
+    goes under them and the figure grows to hold it; a figure of few methods keeps its size."""
+    many = [write_run(tmp_path / f"v{index}", "hopper_delayed", "pbac", {"pbac": HOPPER_PBAC}) for index in range(7)]
+    (crowded,) = report.plot_curves(report.load_runs(many, by_run=True), tmp_path / "many", scores={"hopper_delayed": (775.0,)})
+    (sparse,) = report.plot_curves(report.load_runs(many[:2], by_run=True), tmp_path / "few")
+    tall, short = matplotlib.image.imread(crowded), matplotlib.image.imread(sparse)
+    assert short.shape[0] == round(4.2 * 110) and tall.shape[0] > short.shape[0]
+    under = tall[-(tall.shape[0] - short.shape[0]) - 40 :, :, :3]  # the band the figure grew by, and a margin
+    for index in range(7):  # every method's legend line is in it, in its colour
+        rgb = np.array(matplotlib.colors.to_rgb(f"C{index}"))
+        assert (np.abs(under - rgb).max(axis=-1) < 0.05).sum() > 20, f"C{index}"
+
+
 def test_plot_exploration_one_panel_per_phase(tmp_path, runs):
     path = report.plot_exploration(runs[0], tmp_path / "exploration.png", "x_position", "y_position", phases=5)
     assert path.read_bytes()[:8] == PNG_SIGNATURE

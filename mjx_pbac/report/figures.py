@@ -20,6 +20,9 @@ from mjx_pbac.report.runs import Curves, MethodCurves, PathLike
 from mjx_pbac.report.scores import _iqm_band
 
 CLOCKS = {"steps": "env steps", "wall": "wall-clock (min)", "train": "training time (min)"}
+LEGEND_INSIDE = 6
+"""Legend entries (methods and score lines) a curve figure keeps inside its axes; with more, the
+legend goes under the axes in two columns, so that it hides no curve."""
 """The x axes a curve can be drawn against (`plot_curves`): env steps, or one of a run's clocks
 (eval rows' `wall_s`, `train_s`; `mjx_pbac.records.Clocks`)."""
 
@@ -98,7 +101,13 @@ def plot_curves(
         else:
             axes.set_ylabel("evaluation return")
         axes.grid(alpha=0.3)
-        axes.legend(title=f"no clock in the logs: {', '.join(untimed)}" if untimed else None, title_fontsize=8)
+        title = f"no clock in the logs: {', '.join(untimed)}" if untimed else None
+        entries = len(axes.get_legend_handles_labels()[1])
+        if entries <= LEGEND_INSIDE:
+            axes.legend(title=title, title_fontsize=8)
+        else:  # a legend that would hide the curves goes under the axes, and the figure grows to hold it
+            figure.set_figheight(4.2 + 0.18 * -(-entries // 2))
+            figure.legend(loc="outside lower center", ncols=2, fontsize=8, title=title, title_fontsize=8)
         kind = "success" if success else "curves"
         path = out_dir / (f"{kind}_{_file_name(task)}.png" if x == "steps" else f"{kind}_{x}_{_file_name(task)}.png")
         figure.savefig(path, dpi=110)

@@ -9,13 +9,16 @@
 #   TASKS=reacher_hard VARIANTS=pbac bash benchmarks/fast_cpu.sh
 #   TASKS="hopper_delayed hopper" VARIANTS="pbac pbac_raw_obs sac" LOGS=docs/fast/hopper_runs \
 #     REPORT=docs/fast/hopper_report bash benchmarks/fast_cpu.sh   # docs/fast_training.md "Delayed locomotion"
+#   TASKS=hopper_delayed VARIANTS="pbac_ln_plain pbac_ln_none" ... # its LayerNorm ablations, the same way
 #
-# Variants: pbac (the profile), sac (`--algo sac`), pbac_raw_obs (observation normalisation off:
-# the ablation of a recipe that turns it on). Runs go to $RUNS (default runs/fast_cpu/<variant>_<task>);
-# a run that exists is resumed (finished ones are left as they are), so the script can be stopped
-# and started again. Their logs (config, evaluations, summary) are copied to $LOGS (default
-# docs/fast/cpu_runs) and the report made from those goes to $REPORT (default docs/fast/cpu_report),
-# one method per run directory (`--by-run True`) when a variant other than an algorithm ran.
+# Variants: pbac (the profile), sac (`--algo sac`), and ablations of a recipe's options, each PBAC
+# with one option set against the Hopper recipes: pbac_raw_obs (observation normalisation off),
+# pbac_ln_plain (the paper's LayerNorm without scale and bias), pbac_ln_none (no LayerNorm).
+# Runs go to $RUNS (default runs/fast_cpu/<variant>_<task>); a run that exists is resumed
+# (finished ones are left as they are), so the script can be stopped and started again. Their
+# logs (config, evaluations, summary) are copied to $LOGS (default docs/fast/cpu_runs) and the
+# report made from those goes to $REPORT (default docs/fast/cpu_report), one method per run
+# directory (`--by-run True`) when a variant other than an algorithm ran.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TASKS=${TASKS:-"cartpole_swingup_sparse ball_in_cup_catch reacher_hard"}
@@ -30,12 +33,14 @@ options() {  # VARIANT: its train.py options beyond the profile
     pbac) echo "--algo pbac" ;;
     sac) echo "--algo sac" ;;
     pbac_raw_obs) echo "--algo pbac --train.normalize-observations False" ;;
-    *) echo "unknown variant $1 (pbac, sac, pbac_raw_obs)" >&2; exit 2 ;;
+    pbac_ln_plain) echo "--algo pbac --pbac.layer-norm plain" ;;
+    pbac_ln_none) echo "--algo pbac --pbac.layer-norm none" ;;
+    *) echo "unknown variant $1 (pbac, sac, pbac_raw_obs, pbac_ln_plain, pbac_ln_none)" >&2; exit 2 ;;
   esac
 }
 for task in $TASKS; do
   for variant in $VARIANTS; do
-    [ "$variant" = pbac_raw_obs ] && BY_RUN=True  # two runs of PBAC on one task: a method per run
+    case $variant in pbac | sac) ;; *) BY_RUN=True ;; esac  # two runs of PBAC on one task: a method per run
     extra=$(options "$variant")
     dir=$RUNS/${variant}_$task
     if [ -f "$dir/summary.json" ] && grep -q '"status": "finished"' "$dir/summary.json"; then

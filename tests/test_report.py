@@ -5,6 +5,7 @@ import shutil
 from pathlib import Path
 
 import matplotlib.colors
+import matplotlib.figure
 import matplotlib.image
 import numpy as np
 import pytest
@@ -250,18 +251,25 @@ def test_plot_curves_writes_one_png_per_task(tmp_path, runs):
             assert (np.abs(image[..., :3] - rgb).max(axis=-1) < 0.05).sum() > 100
 
 
-def test_a_legend_of_many_methods_goes_under_the_axes(tmp_path):
-    """Seven methods and a score line do not fit inside the axes without hiding curves: the legend
-    goes under them and the figure grows to hold it; a figure of few methods keeps its size."""
-    many = [write_run(tmp_path / f"v{index}", "hopper_delayed", "pbac", {"pbac": HOPPER_PBAC}) for index in range(7)]
+def test_a_legend_of_many_methods_goes_under_the_axes_and_no_two_lines_look_alike(tmp_path, monkeypatch):
+    """Eleven methods and a score line do not fit inside the axes without hiding curves: the legend
+    goes under them and the figure grows to hold it; a figure of few methods keeps its size. Past
+    matplotlib's ten colours the lines change style, so every method's line is its own."""
+    drawn = []
+    save = matplotlib.figure.Figure.savefig
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", lambda figure, *a, **k: (drawn.append(figure), save(figure, *a, **k))[1])
+    many = [write_run(tmp_path / f"v{index:02d}", "hopper_delayed", "pbac", {"pbac": HOPPER_PBAC}) for index in range(11)]
     (crowded,) = report.plot_curves(report.load_runs(many, by_run=True), tmp_path / "many", scores={"hopper_delayed": (775.0,)})
     (sparse,) = report.plot_curves(report.load_runs(many[:2], by_run=True), tmp_path / "few")
     tall, short = matplotlib.image.imread(crowded), matplotlib.image.imread(sparse)
     assert short.shape[0] == round(4.2 * 110) and tall.shape[0] > short.shape[0]
     under = tall[-(tall.shape[0] - short.shape[0]) - 40 :, :, :3]  # the band the figure grew by, and a margin
-    for index in range(7):  # every method's legend line is in it, in its colour
+    for index in range(10):  # every colour's legend line is in it
         rgb = np.array(matplotlib.colors.to_rgb(f"C{index}"))
         assert (np.abs(under - rgb).max(axis=-1) < 0.05).sum() > 20, f"C{index}"
+    lines = [line for line in drawn[0].axes[0].lines if "seeds" in line.get_label()]
+    looks = {(matplotlib.colors.to_hex(line.get_color()), line.get_linestyle()) for line in lines}
+    assert len(lines) == len(looks) == 11 and not drawn[0].axes[0].get_legend() and drawn[1].axes[0].get_legend()
 
 
 def test_plot_exploration_one_panel_per_phase(tmp_path, runs):

@@ -20,11 +20,14 @@ from mjx_pbac.report.runs import Curves, MethodCurves, PathLike
 from mjx_pbac.report.scores import _iqm_band
 
 CLOCKS = {"steps": "env steps", "wall": "wall-clock (min)", "train": "training time (min)"}
+"""The x axes a curve can be drawn against (`plot_curves`): env steps, or one of a run's clocks
+(eval rows' `wall_s`, `train_s`; `mjx_pbac.records.Clocks`)."""
 LEGEND_INSIDE = 6
 """Legend entries (methods and score lines) a curve figure keeps inside its axes; with more, the
 legend goes under the axes in two columns, so that it hides no curve."""
-"""The x axes a curve can be drawn against (`plot_curves`): env steps, or one of a run's clocks
-(eval rows' `wall_s`, `train_s`; `mjx_pbac.records.Clocks`)."""
+LINE_STYLES = ("-", "-.", ":")
+"""A curve figure's methods take matplotlib's 10 colours in turn, the first ten solid, the next ten
+dash-dotted, then dotted, so that no two share a line (scores are dashed)."""
 
 
 def _file_name(text: str) -> str:
@@ -76,6 +79,7 @@ def plot_curves(
         figure = Figure(figsize=(6.4, 4.2), layout="constrained")
         axes = figure.add_subplot()
         untimed = []
+        drawn = 0
         for method in curves.methods:
             entry = curves.get(task, method)
             if entry is None:
@@ -89,7 +93,9 @@ def plot_curves(
             else:
                 middle, lower, upper = _iqm_band(entry.returns)
             known = ~np.isnan(xs)
-            (line,) = axes.plot(xs[known], middle[known], label=f"{method} ({len(entry.seeds)} seeds)")
+            style = LINE_STYLES[min(drawn // 10, len(LINE_STYLES) - 1)]  # past the 10 colours, the next style
+            drawn += 1
+            (line,) = axes.plot(xs[known], middle[known], linestyle=style, label=f"{method} ({len(entry.seeds)} seeds)")
             axes.fill_between(xs[known], lower[known], upper[known], color=line.get_color(), alpha=0.25, linewidth=0)
         for shade, score in zip(("0.3", "0.6", "0.8"), (scores or {}).get(task, ())):
             axes.axhline(score, color=shade, linestyle="--", linewidth=1, label=f"score {score:g}")

@@ -38,6 +38,9 @@ options() {  # VARIANT: its train.py options beyond the profile
     *) echo "unknown variant $1 (pbac, sac, pbac_raw_obs, pbac_ln_plain, pbac_ln_none)" >&2; exit 2 ;;
   esac
 }
+for variant in $VARIANTS; do  # a misspelt variant stops the script here, before anything trains
+  options "$variant" >/dev/null
+done
 for task in $TASKS; do
   for variant in $VARIANTS; do
     case $variant in pbac | sac) ;; *) BY_RUN=True ;; esac  # two runs of PBAC on one task: a method per run

@@ -262,7 +262,7 @@ def test_a_legend_of_many_methods_goes_under_the_axes_and_no_two_lines_look_alik
     (crowded,) = report.plot_curves(report.load_runs(many, by_run=True), tmp_path / "many", scores={"hopper_delayed": (775.0,)})
     (sparse,) = report.plot_curves(report.load_runs(many[:2], by_run=True), tmp_path / "few")
     tall, short = matplotlib.image.imread(crowded), matplotlib.image.imread(sparse)
-    assert short.shape[0] == round(4.2 * 110) and tall.shape[0] > short.shape[0]
+    assert short.shape[0] == round(report.figures.CURVES_SIZE[1] * 110) and tall.shape[0] > short.shape[0]
     under = tall[-(tall.shape[0] - short.shape[0]) - 40 :, :, :3]  # the band the figure grew by, and a margin
     for index in range(10):  # every colour's legend line is in it
         rgb = np.array(matplotlib.colors.to_rgb(f"C{index}"))

@@ -22,6 +22,8 @@ from mjx_pbac.report.scores import _iqm_band
 CLOCKS = {"steps": "env steps", "wall": "wall-clock (min)", "train": "training time (min)"}
 """The x axes a curve can be drawn against (`plot_curves`): env steps, or one of a run's clocks
 (eval rows' `wall_s`, `train_s`; `mjx_pbac.records.Clocks`)."""
+CURVES_SIZE = (6.4, 4.2)
+"""A curve figure's width and height in inches (saved at 110 dpi), before a legend under the axes."""
 LEGEND_INSIDE = 6
 """Legend entries (methods and score lines) a curve figure keeps inside its axes; with more, the
 legend goes under the axes in two columns, so that it hides no curve."""
@@ -76,7 +78,7 @@ def plot_curves(
     success_tasks = curves.success_tasks
     for task in curves.tasks:
         success = task in success_tasks
-        figure = Figure(figsize=(6.4, 4.2), layout="constrained")
+        figure = Figure(figsize=CURVES_SIZE, layout="constrained")
         axes = figure.add_subplot()
         untimed = []
         drawn = 0
@@ -112,7 +114,7 @@ def plot_curves(
         if entries <= LEGEND_INSIDE:
             axes.legend(title=title, title_fontsize=8)
         else:  # a legend that would hide the curves goes under the axes, and the figure grows to hold it
-            figure.set_figheight(4.2 + 0.18 * -(-entries // 2))
+            figure.set_figheight(CURVES_SIZE[1] + 0.18 * -(-entries // 2))  # 0.18 in per row of two
             figure.legend(loc="outside lower center", ncols=2, fontsize=8, title=title, title_fontsize=8)
         kind = "success" if success else "curves"
         path = out_dir / (f"{kind}_{_file_name(task)}.png" if x == "steps" else f"{kind}_{x}_{_file_name(task)}.png")

@@ -58,9 +58,10 @@ source benchmarks/gpu/setup.sh
 # 32 (n256: a quarter of the envs, the same updates per vector step) and 64 (n256_u8) sampled
 # transitions per env step. The n256 candidates step a quarter of the env steps per vector step,
 # so they evaluate every chunk (51,200 env steps per seed) to keep about the base's wall-clock
-# between evaluations. Since Round 2 was written the profile's networks learn LayerNorm's scale and
-# bias (`layer_norm = "affine"`, from the same Hopper evidence), so every candidate has them; the
-# paper's plain LayerNorm on ant_delayed (`--pbac.layer-norm plain`) is a candidate for a later round.
+# between evaluations. Every candidate inherits the profile's LayerNorm: the paper's plain one, which
+# led LayerNorm's scale and bias on ant_delayed on the CPU (the Hopper recipe, 5 seeds, to 192,000 env
+# steps), though the scale and bias won on hopper_delayed; `--pbac.layer-norm affine` on ant_delayed
+# is a candidate for a later round (docs/fast_training.md "Delayed locomotion").
 CANDIDATES=(
   "base|"
   "u8|--train.updates-per-step 8"

@@ -168,3 +168,29 @@ def test_the_discount_and_weight_decay_are_knobs_of_every_algorithm_and_checked(
         assert message in str(refused.value)
     with pytest.raises(ValueError, match="cannot sweep 'layer_norm' of pbac"):
         expand_members(dataclasses.replace(config, train=dataclasses.replace(config.train, sweep=("layer_norm=plain,affine",))))
+
+
+# -- where the options are on (docs/design.md "Recipe options beyond the paper") ----------------
+
+# Profiles whose networks learn LayerNorm's scale and bias, in the sections they set (pbac, sac,
+# bootdqn_p): hopper_delayed's CPU evidence, carried to the delayed GPU recipes of Hopper and
+# Humanoid; the Ant ones keep plain, as on ant_delayed on the CPU (docs/fast_training.md).
+AFFINE = {"hopper_delayed_fast_cpu", "hopper_delayed_fast", "hopper_very_delayed_fast", "humanoid_delayed_fast"}
+NORMALISED = {"hopper_delayed_fast_cpu", "hopper_fast_cpu"} | {
+    f"{robot}{task}_fast" for robot in ("ant", "hopper", "humanoid") for task in ("", "_delayed", "_very_delayed")
+} - {"humanoid_very_delayed_fast"}
+
+
+def test_each_profile_turns_on_the_recipe_options_docs_design_says_and_no_others():
+    from mjx_pbac.commands import _common
+    from mjx_pbac.config import PROFILES_DIR
+
+    names = sorted(path.stem for path in PROFILES_DIR.glob("*.toml"))
+    assert set(names) >= AFFINE | NORMALISED
+    for name in names:
+        config = _common.load(name, None)
+        assert config.train.normalize_observations == (name in NORMALISED), name
+        for algo in ("pbac", "sac", "bootdqn_p", "drnd", "ben", "td3"):
+            section = getattr(config, algo)
+            wanted = "affine" if name in AFFINE and algo in ("pbac", "sac", "bootdqn_p") else "plain"
+            assert (section.layer_norm, section.gamma, section.weight_decay) == (wanted, 0.99, 0.0), (name, algo)

@@ -9,7 +9,10 @@ is refused with a message instead of being loaded wrongly. Leaves added to the s
 checkpoint's format (`ADDED_SINCE`: knobs that entered the configs) take the template's values,
 which are the run's config: an older run resumes as it was. Files are written to a temporary name and renamed, so a
 crash while saving never leaves a truncated checkpoint behind; a CRC-32 of every array in the
-metadata catches a file damaged afterwards (truncated, overwritten, flipped bits).
+metadata catches a file damaged afterwards (truncated, overwritten, flipped bits). A replay
+buffer's rows that were never written (`REPLAY`: past its fill, still the zeros it was made with)
+are left out of the file and restored as zeros, so a checkpoint's size follows the transitions
+stored, not the buffer's capacity.
 
 `restore_newest` falls back, with a warning, to the newest checkpoint that loads and verifies,
 renaming each damaged one to `<name>.damaged` (kept, never deleted) so that later saves and
@@ -32,16 +35,22 @@ import numpy as np
 
 _NAME = re.compile(r"^step_(\d+)\.npz$")
 
-FORMAT = 3
-"""The layout of the training state a checkpoint holds. 3: as 2, with each leaf's path in the
-metadata. 2: algorithms in `mjx_pbac.algos` (each member's config in its agent state, learning
-rates in the optimiser states, the algorithm's acting state). Checkpoints without a format are 1
-(written before that change)."""
+FORMAT = 4
+"""The layout of the training state a checkpoint holds. 4: as 3, with a replay buffer's unwritten
+rows left out (`trimmed` in the metadata). 3: as 2, with each leaf's path in the metadata. 2:
+algorithms in `mjx_pbac.algos` (each member's config in its agent state, learning rates in the
+optimiser states, the algorithm's acting state). Checkpoints without a format are 1 (written
+before that change)."""
 
-ADDED_SINCE = {2: (".config.gamma", ".config.weight_decay")}
+ADDED_SINCE = {2: (".config.gamma", ".config.weight_decay"), 3: ()}
 """Format -> endings of the paths of leaves its checkpoints lack: the discount became a knob and
 AdamW's weight decay was added (docs/design.md "Recipe options beyond the paper"). Their values
 come from the template, i.e. the run's config (which a resume checks against the checkpoint's)."""
+
+REPLAY = ".buffer"
+"""Where a replay buffer lies in the training state (`loop.TrainState.buffer`, a
+`replay.ReplayBuffer`): `REPLAY + ".size"` counts the rows written (per member), and every
+`REPLAY + ".data."` leaf holds the rows on the axis after the size's own axes."""
 
 NORMALIZATION_PATH = ".obs_moments"
 """Where the observation-normalisation statistics lie in the training state (`loop.TrainState`)."""
@@ -76,13 +85,16 @@ def save(directory: str | os.PathLike, state: Any, env_steps: int, metadata: dic
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     leaves = jax.tree.leaves(jax.device_get(jax.tree.map(lambda x: jax.random.key_data(x) if is_key(x) else x, state)))
-    arrays = {f"leaf_{i:05d}": np.asarray(leaf) for i, leaf in enumerate(leaves)}
+    paths = leaf_paths(state)
+    leaves, trimmed = _trim_replay([np.asarray(leaf) for leaf in leaves], paths)
+    arrays = {f"leaf_{i:05d}": leaf for i, leaf in enumerate(leaves)}
     record = dict(
         metadata,
         env_steps=int(env_steps),
         num_leaves=len(leaves),
         crc32=[_crc(a) for a in arrays.values()],
-        paths=leaf_paths(state),
+        paths=paths,
+        trimmed=trimmed,
         format=FORMAT,
     )
     arrays["__metadata__"] = np.frombuffer(json.dumps(record).encode(), dtype=np.uint8)
@@ -96,6 +108,41 @@ def save(directory: str | os.PathLike, state: Any, env_steps: int, metadata: dic
     for old in list_checkpoints(directory)[:-keep]:
         old.unlink()
     return path
+
+
+def _trim_replay(leaves: list[np.ndarray], paths: list[str]) -> tuple[list[np.ndarray], dict[str, list[int]]]:
+    """`leaves` with each replay data leaf cut to the rows written (the largest `size` of any
+    member), and {leaf index: [axis, full length]} of the cut ones. A leaf is cut only where every
+    row past the cut is zero, as the buffer was made (`replay.init`), so that padding with zeros
+    restores it exactly; a full buffer is kept whole."""
+    where = {path: i for i, path in enumerate(paths)}
+    size = where.get(REPLAY + ".size")
+    if size is None:
+        return leaves, {}
+    axis, rows = leaves[size].ndim, int(np.max(leaves[size], initial=0))
+    trimmed = {}
+    for i, path in enumerate(paths):
+        leaf = leaves[i]
+        if not path.startswith(REPLAY + ".data.") or leaf.ndim <= axis or rows >= leaf.shape[axis]:
+            continue
+        cut = (slice(None),) * axis
+        if leaf[(*cut, slice(rows, None))].any():
+            continue
+        leaves[i] = np.ascontiguousarray(leaf[(*cut, slice(0, rows))])
+        trimmed[str(i)] = [axis, leaf.shape[axis]]
+    return leaves, trimmed
+
+
+def _untrim(stored: np.ndarray, cut: list[int] | None) -> np.ndarray:
+    """A stored leaf at its full length: the rows `_trim_replay` left out, as zeros."""
+    if cut is None:
+        return stored
+    axis, full = cut
+    if stored.ndim <= axis or stored.shape[axis] > full:
+        raise CheckpointDamaged(f"a trimmed replay array has shape {stored.shape}, not at most {full} rows on axis {axis}")
+    padding = [(0, 0)] * stored.ndim
+    padding[axis] = (0, full - stored.shape[axis])
+    return np.pad(stored, padding)
 
 
 def leaf_paths(tree: Any) -> list[str]:
@@ -160,11 +207,11 @@ def restore(path: str | os.PathLike, template: Any, fill: Callable[[int], Any] |
             "resume it with the version that wrote it, or start a new run"
         )
     added = ADDED_SINCE.get(written, ())
-    if written == FORMAT:
+    if written >= 3:
         stored_paths = metadata.get("paths")
     else:  # the template's paths less those added since (normalisation statistics included: newer still)
         stored_paths = [p for p in template_paths if not p.endswith(added) and not p.startswith(NORMALIZATION_PATH)]
-    if written == FORMAT and not (isinstance(stored_paths, list) and len(stored_paths) == metadata.get("num_leaves")):
+    if written >= 3 and not (isinstance(stored_paths, list) and len(stored_paths) == metadata.get("num_leaves")):
         raise CheckpointDamaged(f"checkpoint {path}: its record of the arrays' paths does not match the arrays it holds")
     _check_normalization(path, stored_paths, template_paths)
     where = {name: i for i, name in enumerate(stored_paths)}
@@ -174,7 +221,7 @@ def restore(path: str | os.PathLike, template: Any, fill: Callable[[int], Any] |
         raise CheckpointMismatch(
             f"checkpoint {path} holds {metadata.get('num_leaves')} arrays but this config's training "
             f"state has {len(template_leaves)}: it was written by a different configuration"
-            + (f" (the state's {missing[0]} is not in it)" if missing and written == FORMAT else "")
+            + (f" (the state's {missing[0]} is not in it)" if missing and written >= 3 else "")
         )
     crcs = metadata.get("crc32")  # absent in checkpoints written before it was recorded
     try:
@@ -186,13 +233,17 @@ def restore(path: str | os.PathLike, template: Any, fill: Callable[[int], Any] |
         for i, stored in enumerate(stored_leaves):
             if i >= len(crcs) or _crc(stored) != crcs[i]:
                 raise CheckpointDamaged(f"checkpoint {path}: array {i} fails its CRC-32 check (the file was damaged)")
+    trimmed = metadata.get("trimmed") or {}
     leaves = []
     for j, (name, like) in enumerate(zip(template_paths, template_leaves)):
         if name not in where:  # added since the checkpoint's format: the run's own value
             leaves.append(_filled(path, name, like, fill(j) if fill is not None else None))
             continue
         i = where[name]
-        stored = stored_leaves[i]
+        try:
+            stored = _untrim(stored_leaves[i], trimmed.get(str(i)))
+        except CheckpointDamaged as error:
+            raise CheckpointDamaged(f"checkpoint {path}: {error}") from None
         if is_key(like):
             _check(path, i, stored, jax.random.key_data(like))
             leaves.append(jax.random.wrap_key_data(stored, impl=jax.random.key_impl(like)))

@@ -206,3 +206,86 @@ def test_restore_falls_back_to_the_newest_checkpoint_that_verifies(tmp_path, how
     for path in checkpoint.list_checkpoints(tmp_path):
         _damage(path, "truncated")
     assert checkpoint.restore_newest(tmp_path, state, warn=warnings.append) is None
+
+
+@struct.dataclass
+class _WithReplay:
+    buffer: object
+    step: jax.Array
+
+
+def _replay_state(rows_written: int, capacity: int = 10):
+    """Two members' buffers of `capacity` rows, the first `rows_written` of each filled."""
+    from mjx_pbac import replay
+
+    def member(seed):
+        buffer = replay.init(capacity, obs_size=3, action_size=2)
+        if rows_written == 0:
+            return buffer
+        values = jax.random.normal(jax.random.key(seed), (rows_written, 3)) + 1.0
+        batch = replay.Transition(
+            obs=values, action=values[:, :2], reward=values[:, 0], next_obs=-values,
+            terminated=jp.zeros(rows_written), truncated=jp.ones(rows_written),
+        )
+        return replay.insert(buffer, batch)
+
+    buffers = jax.tree.map(lambda *xs: jp.stack(xs), member(1), member(2))
+    return _WithReplay(buffer=buffers, step=jp.int32(rows_written))
+
+
+@pytest.mark.parametrize("rows_written", [0, 4, 10])
+def test_a_checkpoint_keeps_only_the_replay_rows_written_and_restores_the_buffer_exactly(tmp_path, rows_written):
+    """The unwritten rows of a replay buffer are not stored (a stop early in a run writes a small
+    file) and come back as the zeros they were; a full buffer is stored whole."""
+    state = _replay_state(rows_written)
+    path = checkpoint.save(tmp_path, state, env_steps=100, metadata={})
+    metadata = checkpoint.read_metadata(path)
+    paths = metadata["paths"]
+    with np.load(path) as data:
+        stored = {name: data[f"leaf_{i:05d}"].shape for i, name in enumerate(paths)}
+    assert stored[".buffer.data.obs"] == (2, rows_written, 3) and stored[".buffer.data.reward"] == (2, rows_written)
+    assert stored[".buffer.size"] == (2,) and stored[".step"] == ()
+    expected = {str(paths.index(f".buffer.data.{field}")): [1, 10] for field in ("obs", "action", "reward", "next_obs", "terminated", "truncated")}
+    assert metadata["trimmed"] == ({} if rows_written == 10 else expected)
+    restored, _ = checkpoint.restore(path, _replay_state(0))
+    for want, got in zip(jax.tree.leaves(state), jax.tree.leaves(restored)):
+        np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+
+
+def test_replay_rows_past_the_fill_that_are_not_zero_are_kept(tmp_path):
+    """The cut is made only where padding with zeros gives the buffer back: a buffer whose rows
+    past its size hold data (not one `replay.insert` made) is stored whole."""
+    state = _replay_state(4)
+    obs = state.buffer.data.obs.at[:, 7].set(5.0)
+    state = state.replace(buffer=state.buffer.replace(data=state.buffer.data.replace(obs=obs)))
+    path = checkpoint.save(tmp_path, state, env_steps=100, metadata={})
+    metadata = checkpoint.read_metadata(path)
+    assert str(metadata["paths"].index(".buffer.data.obs")) not in metadata["trimmed"] and len(metadata["trimmed"]) == 5
+    restored, _ = checkpoint.restore(path, _replay_state(0))
+    np.testing.assert_array_equal(np.asarray(restored.buffer.data.obs), np.asarray(obs))
+
+
+def test_a_format_3_checkpoint_still_restores_and_a_trimmed_array_that_does_not_fit_is_damaged(tmp_path):
+    """Format 3 (every leaf whole) is read as it was written; a trimmed array that does not fit
+    its buffer is a damaged file, not a silent pad."""
+    state = _replay_state(4)
+    path = checkpoint.save(tmp_path, state, env_steps=100, metadata={})
+    with np.load(path) as data:
+        arrays = {name: data[name] for name in data.files}
+    record = json.loads(bytes(arrays["__metadata__"]).decode())
+    full = jax.tree.leaves(jax.device_get(state))
+    for i in map(int, record.pop("trimmed")):
+        arrays[f"leaf_{i:05d}"] = np.asarray(full[i])
+        record["crc32"][i] = checkpoint._crc(arrays[f"leaf_{i:05d}"])
+    record["format"] = 3
+    arrays["__metadata__"] = np.frombuffer(json.dumps(record).encode(), dtype=np.uint8)
+    with open(path, "wb") as handle:
+        np.savez(handle, **arrays)
+    restored, metadata = checkpoint.restore(path, _replay_state(0))
+    assert metadata["format"] == 3
+    np.testing.assert_array_equal(np.asarray(restored.buffer.data.next_obs), np.asarray(state.buffer.data.next_obs))
+    # A trimmed record whose array has more rows than the buffer holds.
+    path = checkpoint.save(tmp_path, state, env_steps=200, metadata={})
+    _rewrite_metadata(path, lambda record: record.update(trimmed={key: [1, 3] for key in record["trimmed"]}))
+    with pytest.raises(checkpoint.CheckpointDamaged, match=r"trimmed replay array has shape \(2, 4, 3\), not at most 3 rows"):
+        checkpoint.restore(path, _replay_state(0))

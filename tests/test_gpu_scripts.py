@@ -160,6 +160,12 @@ def test_device_script_dry_run(script, tmp_path):
             names = bundle.getnames()
         assert {f"runs/{name}/eval.jsonl" for name in candidates} <= set(names) and not any("checkpoints" in n for n in names)
         assert "report/curves_wall_cartpole_swingup_sparse.png" in names
+        # Each evaluation written when made and a stop at once: nothing of a candidate waits for a
+        # stop's grace, which killed three runs before their kept evaluations (docs/gpu/h200-20261129).
+        with tarfile.open(out / "tune_runs.tgz") as bundle:
+            config = json.load(bundle.extractfile("runs/base/config.json"))
+        train = config["config"]["train"]
+        assert (train["eval_batch"], train["stop_grace_seconds"]) == (1, 0.0), train
     if script == "device_tests.sh":
         from mjx_pbac import algos
 

@@ -31,7 +31,7 @@
 #                       (the paper's tables and the time-to-score table, one column per candidate)
 #   time_to_score.json  that report's time-to-score rows (method NAME/pbac)
 #   candidates.json     each candidate's options, budget, start and end, exit code (124: cut at
-#                       its time, with a checkpoint; 0: its budget's end)
+#                       its time; 0: its budget's end; 137: killed)
 #   tune_runs.tgz       each run's config.json, eval.jsonl, metrics.jsonl, summary.json, and the
 #                       report with its curves (curves_wall_ant_delayed.png: return against
 #                       wall-clock); no checkpoints, which stay in $WORK on the machine
@@ -77,6 +77,12 @@ MIN_SECONDS=${MIN_SECONDS:-180}
 RESERVE_SECONDS=${RESERVE_SECONDS:-25}
 COPY_SECONDS=${COPY_SECONDS:-30}
 WORK=${WORK:-/tmp/tune}        # the runs (checkpoints included) and the report; only a bundle goes to $OUT
+# Every candidate writes each evaluation when it is made (none kept on the device for a batched one
+# later) and stops at once at its time: its checkpoints stay on the GPU machine and are lost, so a
+# stop checkpoint would only spend the grace. On 2026-11-29 (docs/gpu/h200-20261129) three
+# candidates writing their 2.6 GB stop checkpoints at once outran `timeout`'s 20 s and were killed
+# before the evaluations they had kept for after it. A candidate's own options come after these.
+STOP_AT_ONCE=(--train.eval-batch 1 --train.stop-grace-seconds 0)
 TINY=()
 if [ "${DRY_RUN:-0}" = 1 ]; then
   # The same commands at tiny sizes, after each candidate's options (which are parsed all the same),
@@ -210,9 +216,15 @@ train_candidate() {  # NAME BUDGET OPTIONS: one candidate's program, its record 
   read -r -a extra <<< "$opts"
   note "$name" "$opts" "$budget" running
   BOUNDED_PREFIX=1 bounded "$name" "$budget" python3 train.py --profile "$PROFILE" --seeds "$SEEDS" \
-    --train.run-dir "$RUNS/$name" --train.progress False --train.tensorboard False "${extra[@]}" "${TINY[@]}"
-  local status=$?
-  note "$name" "$opts" "$budget" "$( [ "$status" = 124 ] && echo 'cut at its time' || echo ended)" "$status"
+    --train.run-dir "$RUNS/$name" --train.progress False --train.tensorboard False "${STOP_AT_ONCE[@]}" "${extra[@]}" "${TINY[@]}"
+  local status=$? state
+  case $status in
+    0) state=ended ;;
+    124) state="cut at its time" ;;
+    137) state=killed ;;
+    *) state=failed ;;
+  esac
+  note "$name" "$opts" "$budget" "$state" "$status"
 }
 
 next=0

@@ -224,8 +224,9 @@ class Stopping:
                 "chunk": "after the current chunk", "between chunks": "before the next chunk",
                 "writing a checkpoint": "once the checkpoint being written is done", "evaluating": "after the evaluation in progress",
             }.get(what, f"once {what} is done")
+            untimed = "" if self.save_seconds is not None or what == "writing a checkpoint" else " plus a checkpoint's write, not timed yet"
             when = (
-                f"in about {left:.0f} s, within the {grace:g} s grace" if left is not None
+                f"in about {left:.0f} s{untimed}, within the {grace:g} s grace" if left is not None
                 else f"its end is not known yet: waiting for it up to the {grace:g} s grace (--train.stop-grace-seconds), then stopping at once"
             )
             self.say(f"{name} received: stopping with a checkpoint {where} ({when}; send it again to stop at once)")

@@ -35,7 +35,8 @@ What is counted (`estimate`):
   `eval_episodes` observations and the per-episode returns, lengths and flags.
 - the host copy of a checkpoint (`checkpoint_host_bytes` = the state's bytes): on a CPU it
   shares the device's memory, so it is counted there; on a GPU it is checked against the
-  host's memory. `checkpoint_bytes` is the size of one checkpoint file on disk.
+  host's memory. `checkpoint_bytes` is the size of the largest checkpoint file on disk (its replay
+  buffers full: a checkpoint stores only the rows written).
 
 Training chunks, evaluation and checkpoints run one at a time between chunks, so the device
 total is the state plus the largest of these working sets. XLA's own scratch and fragmentation

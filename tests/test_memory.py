@@ -186,9 +186,14 @@ def test_checkpoint_file_size_is_bounded(tmp_path):
     config = _config(num_seeds=2)
     estimate = memory.estimate(config)
     state = build(config, donate=False).init_state()
-    path = checkpoint.save(tmp_path, state, 0, {"chunk": 0, "elapsed_s": 0.0, "config": config_to_dict(config)})
-    size = path.stat().st_size
+    record = {"chunk": 0, "elapsed_s": 0.0, "config": config_to_dict(config)}
+    empty = checkpoint.save(tmp_path, state, 0, record).stat().st_size
+    # The largest checkpoint is a full replay buffer's (a checkpoint stores only the rows written).
+    full = state.buffer.replace(size=state.buffer.size.at[:].set(state.buffer.data.reward.shape[1]))
+    size = checkpoint.save(tmp_path, state.replace(buffer=full), 1, record).stat().st_size
     assert estimate.state_bytes < size <= estimate.checkpoint_bytes < size + 64 * 1024
+    replay_bytes = sum(leaf.nbytes for leaf in jax.tree.leaves(state.buffer.data))
+    assert empty < size - replay_bytes + 64 * 1024
 
 
 @pytest.mark.parametrize("algo", ["pbac", "drnd"])

@@ -33,7 +33,7 @@ class Clocks:
       checkpoints excluded (the training throughput's clock).
 
     and the parts `compile_s` (every program's compile, timed apart) and `eval_s` (evaluations,
-    keeping policies for a batched one included), which summary.json reports.
+    keeping policies for a batched one included), which summary.json reports, with `compiles`.
     """
 
     def __init__(self) -> None:
@@ -41,6 +41,12 @@ class Clocks:
         self.train_s = 0.0
         self.compile_s = 0.0
         self.eval_s = 0.0
+        self.compiles: dict[str, float] = {}
+        """This process's compiles, in seconds: each program's (`train`, `warmup`, `evaluate`,
+        `evaluate_snapshots`, `snapshot`, a split chunk's `train/<iterations>`), and for the
+        programs compiled ahead together, `tracing` (tracing and lowering them) and `ahead`
+        (their wall-clock, tracing included). Not carried across a resume: each process
+        compiles its own."""
 
     def continue_from(self, wall_s: float, train_s: float, compile_s: float = 0.0, eval_s: float = 0.0) -> None:
         """Adds the clocks of the checkpoint a run resumes from."""
@@ -159,6 +165,7 @@ def summary_record(status: str, message: str, exit_code: int, env_steps: int, el
         "train_s": clocks.train_s,
         "compile_s": clocks.compile_s,
         "eval_s": clocks.eval_s,
+        "compiles": {name: round(seconds, 3) for name, seconds in clocks.compiles.items()},
         "final_eval": {
             "env_steps": last_step,
             "return_mean": float(np.mean([e["return_mean"] for e in final])),

@@ -418,6 +418,9 @@ class _Run:
         seconds, _ = compile_together(programs)
         devices.barrier("compiled")  # every process compiled before the first collective (`devices.barrier`)
         self.clocks.compile_s += time.perf_counter() - tick
+        self.clocks.compiles.update({name.removesuffix("_chunk"): seconds[name] for name in programs})
+        self.clocks.compiles.update(tracing=seconds["lower"], ahead=seconds["all"])
+        self._summary("running", "", self.clocks.wall_s)  # a run killed later still tells its compiles
         self.precompiled.update(programs)
         if fused and "train_chunk" in programs:
             self.precompiled.add("warmup_chunk")
@@ -452,6 +455,7 @@ class _Run:
             devices.barrier("compiled")
             compile_seconds = time.perf_counter() - tick
             self.clocks.compile_s += compile_seconds
+            self.clocks.compiles[name.replace("_chunk", "")] = compile_seconds
         tick = time.perf_counter()
         self.stopping.doing("running a chunk", None if first_call else self.pacing.expected_seconds(kind, length))
         state, metrics = function(state)

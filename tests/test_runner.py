@@ -131,6 +131,10 @@ def test_run_writes_config_logs_tensorboard_checkpoints_and_summary(reference_ru
     assert [row["wall_s"] for row in rows[1::2]] == walls  # the members of one program share them
     assert summary["train_s"] == pytest.approx(trains[-1]) and summary["elapsed_s"] > walls[-1]
     assert summary["compile_s"] > 0 and summary["train_s"] + summary["compile_s"] < summary["elapsed_s"]
+    # Each program's compile (compiled ahead together: tracing and their wall-clock beside them).
+    compiles = summary["compiles"]
+    assert {"train", "evaluate", "tracing", "ahead"} <= set(compiles) and all(v > 0 for v in compiles.values()), compiles
+    assert compiles["ahead"] >= compiles["tracing"] and compiles["ahead"] <= summary["compile_s"] + 1e-3, compiles
 
 
 @pytest.mark.slow

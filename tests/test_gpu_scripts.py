@@ -155,17 +155,20 @@ def test_device_script_dry_run(script, tmp_path):
         results = (out / "results.md").read_text()
         standing = results.split("# Results")[0].splitlines()
         assert results.startswith("# Tuning: standing") and sum(line.startswith("| ") and "/pbac | " in line for line in standing) == 4, results
+        rows = [line.split(" | ") for line in standing if "/pbac | " in line]
+        assert all(row[5].endswith(" s") and float(row[5][:-2]) > 0 for row in rows), standing  # compile seconds
         assert "| Task | " + " | ".join(f"{name}/pbac" for name in sorted(candidates)) + " |" in results
         with tarfile.open(out / "tune_runs.tgz") as bundle:
             names = bundle.getnames()
         assert {f"runs/{name}/eval.jsonl" for name in candidates} <= set(names) and not any("checkpoints" in n for n in names)
         assert "report/curves_wall_cartpole_swingup_sparse.png" in names
-        # Each evaluation written when made and a stop at once: nothing of a candidate waits for a
-        # stop's grace, which killed three runs before their kept evaluations (docs/gpu/h200-20261129).
+        # Each evaluation written when made, a stop at once and chunks run whole: nothing of a
+        # candidate waits for a stop's grace, which killed three runs before their kept evaluations,
+        # and no split chunk compiles while it trains (docs/gpu/h200-20261129).
         with tarfile.open(out / "tune_runs.tgz") as bundle:
             config = json.load(bundle.extractfile("runs/base/config.json"))
         train = config["config"]["train"]
-        assert (train["eval_batch"], train["stop_grace_seconds"]) == (1, 0.0), train
+        assert (train["eval_batch"], train["stop_grace_seconds"], train["chunk_seconds"]) == (1, 0.0, 0.0), train
     if script == "device_tests.sh":
         from mjx_pbac import algos
 

@@ -24,7 +24,7 @@
 # What it writes to $OUT, as it goes (rewritten every COPY_SECONDS during the runs and after each
 # wave, so a call cut short still says which candidate leads; at most 8 files come back):
 #   results.md          "Standing": one row per candidate (and sweep point), the leader first:
-#                       its options, state, env steps per seed trained, env steps/s (all seeds),
+#                       its options, state, env steps per seed trained, env steps/s (all seeds), compile seconds,
 #                       the last evaluation's IQM return and wall-clock, the best IQM, and when
 #                       90 % and 100 % of the paper's PBAC final (5,138) were reached; then
 #                       `train.py report RUN_DIRS --by-run True --x steps wall --score-fraction 0.9 1.0`
@@ -78,11 +78,14 @@ RESERVE_SECONDS=${RESERVE_SECONDS:-25}
 COPY_SECONDS=${COPY_SECONDS:-30}
 WORK=${WORK:-/tmp/tune}        # the runs (checkpoints included) and the report; only a bundle goes to $OUT
 # Every candidate writes each evaluation when it is made (none kept on the device for a batched one
-# later) and stops at once at its time: its checkpoints stay on the GPU machine and are lost, so a
-# stop checkpoint would only spend the grace. On 2026-11-29 (docs/gpu/h200-20261129) three
-# candidates writing their 2.6 GB stop checkpoints at once outran `timeout`'s 20 s and were killed
-# before the evaluations they had kept for after it. A candidate's own options come after these.
-STOP_AT_ONCE=(--train.eval-batch 1 --train.stop-grace-seconds 0)
+# later), stops at once at its time (its checkpoints stay on the GPU machine and are lost, so a
+# stop checkpoint would only spend the grace) and runs its chunks whole (short chunks serve a
+# stop's grace; each split length is one more compile of the training program). On 2026-11-29
+# (docs/gpu/h200-20261129) three candidates writing their 2.6 GB stop checkpoints at once outran
+# `timeout`'s 20 s and were killed before the evaluations they had kept for after it, and sharing
+# the GPU slowed every chunk past the 10 s target, so each candidate compiled split chunks while
+# it trained (n256: at least 95 s of its 531). A candidate's own options come after these.
+TUNE_RUN=(--train.eval-batch 1 --train.stop-grace-seconds 0 --train.chunk-seconds 0)
 TINY=()
 if [ "${DRY_RUN:-0}" = 1 ]; then
   # The same commands at tiny sizes, after each candidate's options (which are parsed all the same),
@@ -147,6 +150,14 @@ def trained(name):  # the last training chunk: env steps per seed, env steps/s o
     return record.get("env_steps"), record.get("env_steps_per_s")
 
 
+def compiling(name):  # the run's compile seconds so far (summary.json, written once its programs are compiled)
+    try:
+        seconds = json.load(open(os.path.join(runs, name, "summary.json"))).get("compile_s")
+    except (OSError, json.JSONDecodeError):
+        return "-"
+    return f"{seconds:.0f} s" if seconds else "-"
+
+
 def minutes(seconds):
     return "-" if seconds is None else f"{seconds / 60:.1f} min"
 
@@ -177,18 +188,18 @@ for method, scored in methods.items():
     record = status.get(name, {})
     key = (wall100 is None, wall100 or 0.0, wall90 is None, wall90 or 0.0, -row["best"])
     table.append((key, f"| {method} | {options(record)} | {state(record)} | {'-' if steps is None else f'{steps:,}'} | "
-                       f"{'-' if speed is None else f'{speed:,.0f}'} | {row['final']:.4g} at {row['final_env_steps']:,} "
+                       f"{'-' if speed is None else f'{speed:,.0f}'} | {compiling(name)} | {row['final']:.4g} at {row['final_env_steps']:,} "
                        f"({minutes(row['final_wall_s'])}) | {row['best']:.4g} at {row['best_env_steps']:,} | {at90} | {at100} |"))
 for name, record in status.items():
     if not any(method.split("/", 1)[0] == name for method in methods):
         key = (True, 0.0, True, 0.0, float("inf"))
-        table.append((key, f"| {name} | {options(record)} | {state(record)} | - | - | no evaluation yet | - | - | - |"))
+        table.append((key, f"| {name} | {options(record)} | {state(record)} | - | - | {compiling(name)} | no evaluation yet | - | - | - |"))
 print("# Tuning: standing\n")
 print("Leader first: the earliest to the paper's score, else to 90 % of it, else the best IQM return so far. "
       "Candidates that trained side by side shared the GPU: each ran slower than it would alone.\n")
-print("| candidate | options | state | env steps per seed trained | env steps/s (all seeds) | "
+print("| candidate | options | state | env steps per seed trained | env steps/s (all seeds) | compiling | "
       "last evaluation: IQM at env steps (wall-clock) | best IQM at env steps | 90 % of the score at | the score at |")
-print("|---|---|---|---|---|---|---|---|---|")
+print("|---|---|---|---|---|---|---|---|---|---|")
 for _, line in sorted(table, key=lambda item: item[0]):
     print(line)
 print()
@@ -216,7 +227,7 @@ train_candidate() {  # NAME BUDGET OPTIONS: one candidate's program, its record 
   read -r -a extra <<< "$opts"
   note "$name" "$opts" "$budget" running
   BOUNDED_PREFIX=1 bounded "$name" "$budget" python3 train.py --profile "$PROFILE" --seeds "$SEEDS" \
-    --train.run-dir "$RUNS/$name" --train.progress False --train.tensorboard False "${STOP_AT_ONCE[@]}" "${extra[@]}" "${TINY[@]}"
+    --train.run-dir "$RUNS/$name" --train.progress False --train.tensorboard False "${TUNE_RUN[@]}" "${extra[@]}" "${TINY[@]}"
   local status=$? state
   case $status in
     0) state=ended ;;

@@ -77,7 +77,7 @@ DRY_RUNS = {
 
 
 def test_every_device_script_has_a_dry_run_test():
-    scripts = {path.name for path in (ROOT / "benchmarks" / "gpu").glob("*.sh")} - {"setup.sh", "wheels.sh"}
+    scripts = {path.name for path in (ROOT / "benchmarks" / "gpu").glob("*.sh")} - {"setup.sh", "wheels.sh", "cache.sh"}
     assert scripts == set(DRY_RUNS) | {"fast.sh"}, scripts
 
 
@@ -271,3 +271,32 @@ def test_the_gpu_tables_script_reproduces_the_docs_gpu_rows_from_the_records():
     pages = "".join((ROOT / "docs" / page).read_text() for page in ("performance.md", "seeds.md")).replace("**", "")
     for row in rows:
         assert row in pages, row
+
+
+def test_the_compilation_cache_comes_back_when_it_fits_and_is_restored_as_it_was(tmp_path):
+    """benchmarks/gpu/cache.sh: `save` packs the cache into OUT when the bundle fits what a call
+    brings back (its size, and fewer than 8 files in OUT), else leaves it behind and says why;
+    `restore` unpacks a carried bundle into an empty cache, or says there is none."""
+    script = ROOT / "benchmarks" / "gpu" / "cache.sh"
+    cache, out, again = tmp_path / "cache", tmp_path / "out", tmp_path / "again"
+    (cache / "sub").mkdir(parents=True)
+    (cache / "jit_train-abc").write_bytes(os.urandom(3000))
+    (cache / "sub" / "jit_eval-def").write_bytes(b"x" * 5000)
+    out.mkdir()
+
+    def run(*args, **env):
+        done = subprocess.run(["bash", str(script), *map(str, args)], check=False, capture_output=True, text=True, env={**os.environ, **env})
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    carried = {"CACHE_CARRIED": str(out / "jax_cache.tgz")}
+    assert "no carried" in run("restore", again, **carried)
+    assert "2 entries" in run("save", cache, out) and (out / "jax_cache.tgz").exists()
+    assert "restored 2 entries" in run("restore", again, **carried)
+    assert (again / "jit_train-abc").read_bytes() == (cache / "jit_train-abc").read_bytes()
+    assert (again / "sub" / "jit_eval-def").read_bytes() == (cache / "sub" / "jit_eval-def").read_bytes()
+    (out / "jax_cache.tgz").unlink()
+    assert "stays behind" in run("save", cache, out, CACHE_MAX_BYTES="1000") and not any(out.iterdir())
+    for i in range(8):
+        (out / f"result_{i}.json").write_text("{}")
+    assert "already holds 8 files" in run("save", cache, out) and not (out / "jax_cache.tgz").exists()

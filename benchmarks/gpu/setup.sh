@@ -16,10 +16,18 @@ else
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
     && export PYTHONPATH=/tmp/site:$PWD || { echo "setup: installing .whl/ failed (carry .whl, built by benchmarks/gpu/wheels.sh)" >&2; exit 1; }
   export OUT=${OUT:-/tmp/out}
-  export JAX_COMPILATION_CACHE_DIR=${JAX_COMPILATION_CACHE_DIR:-/tmp/jax_cache} JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS=0
+  # The runs' compilation cache (`mjx_pbac.compilation_cache`: programs compiled in 1 s or more),
+  # restored from a carried earlier call's and brought back for the next when the script exits
+  # (benchmarks/gpu/cache.sh says how to carry it).
+  export MJX_PBAC_JAX_CACHE=${MJX_PBAC_JAX_CACHE:-/tmp/jax_cache}
+  export JAX_COMPILATION_CACHE_DIR=${JAX_COMPILATION_CACHE_DIR:-$MJX_PBAC_JAX_CACHE} JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS=0
 fi
 export PYTHONUNBUFFERED=1
 mkdir -p "$OUT"
+if [ "${DRY_RUN:-0}" != 1 ]; then
+  bash benchmarks/gpu/cache.sh restore "$MJX_PBAC_JAX_CACHE" | tee -a "$OUT/log.txt"
+  trap 'bash benchmarks/gpu/cache.sh save "$MJX_PBAC_JAX_CACHE" "$OUT" | tee -a "$OUT/log.txt"' EXIT
+fi
 # A dry run compiles on a CPU (slow, more so on a cold cache): its deadline is not the device call's.
 if [ "${DRY_RUN:-0}" = 1 ]; then LIMIT=${LIMIT:-1500}; else LIMIT=${LIMIT:-540}; fi
 DEADLINE=$(( $(date +%s) + LIMIT ))

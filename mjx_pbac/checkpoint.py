@@ -233,7 +233,7 @@ def restore(path: str | os.PathLike, template: Any, fill: Callable[[int], Any] |
         for i, stored in enumerate(stored_leaves):
             if i >= len(crcs) or _crc(stored) != crcs[i]:
                 raise CheckpointDamaged(f"checkpoint {path}: array {i} fails its CRC-32 check (the file was damaged)")
-    trimmed = metadata.get("trimmed") or {}
+    trimmed = (metadata.get("trimmed") or {}) if written >= 4 else {}
     leaves = []
     for j, (name, like) in enumerate(zip(template_paths, template_leaves)):
         if name not in where:  # added since the checkpoint's format: the run's own value

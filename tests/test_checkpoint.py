@@ -106,6 +106,9 @@ def _as_format_2(path):
     with np.load(path) as data:
         arrays = {name: data[name] for name in data.files}
     record = json.loads(bytes(arrays.pop("__metadata__")).decode())
+    for i, cut in record.pop("trimmed", {}).items():  # format 2 stored every array whole
+        arrays[f"leaf_{int(i):05d}"] = checkpoint._untrim(arrays[f"leaf_{int(i):05d}"], cut)
+        record["crc32"][int(i)] = checkpoint._crc(arrays[f"leaf_{int(i):05d}"])
     kept = [i for i, name in enumerate(record.pop("paths")) if not name.endswith(checkpoint.ADDED_SINCE[2])]
     leaves = {f"leaf_{j:05d}": arrays[f"leaf_{i:05d}"] for j, i in enumerate(kept)}
     record.update(format=2, num_leaves=len(kept), crc32=[record["crc32"][i] for i in kept])

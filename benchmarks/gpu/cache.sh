@@ -52,6 +52,10 @@ case "${1:-}" in
       exit 0
     fi
     raw=$(du -sb "$dir" | cut -f1)
+    if (( raw > 4 * MAX_BYTES )); then  # packing it would spend the call's last seconds for nothing
+      echo "cache: $count entries, $(megabytes "$raw"): more than 4x the $(megabytes "$MAX_BYTES") a file may bring back, so it stays behind"
+      exit 0
+    fi
     if ! tar -czf "$out/jax_cache.tgz.tmp" -C "$dir" . 2>/dev/null; then
       rm -f "$out/jax_cache.tgz.tmp"
       echo "cache: packing $dir failed: the cache stays behind"

@@ -32,7 +32,9 @@ TASK_SECONDS=${TASK_SECONDS:-150}
 MIN_SECONDS=${MIN_SECONDS:-100}
 RESERVE_SECONDS=${RESERVE_SECONDS:-20}
 COPY_SECONDS=${COPY_SECONDS:-30}
-WORK=${WORK:-/tmp/fast}  # the runs (checkpoints included) and the report; only a bundle goes to $OUT
+# The runs (checkpoints included) and the report; only a bundle goes to $OUT. A fresh folder each
+# call: a lent machine may still hold an earlier call's /tmp (docs/gpu/h200-20261129b).
+WORK=${WORK:-$(mktemp -d /tmp/fast.XXXXXX)}
 EXTRA=()
 if [ "${DRY_RUN:-0}" = 1 ]; then
   # The same commands at tiny sizes: 2 seeds of 2 envs, 2 critics of width 8, three short chunks,

@@ -8,8 +8,9 @@
 # Either way it sets $OUT (what comes back from the device: at most 8 files, 2 folders deep; a
 # dry run without $OUT writes to a temporary directory), $DEADLINE (epoch seconds by which the
 # script must be done: now + $LIMIT, default 540 s, inside the device call's 600; 1500 s in a dry run) and records the
-# device, the jax version and the commit measured in $OUT/device.txt. The commit: `git rev-parse`
-# where .git exists, else $COMMIT (the device copy has no .git: pass COMMIT=<hash> in the command).
+# device, the jax version and the commit measured in $OUT/device.txt. The commit: $COMMIT when given
+# (pass COMMIT=<hash> in a device command: the device copy's .git, where it has one, can be stale),
+# else `git rev-parse`.
 if [ "${DRY_RUN:-0}" = 1 ]; then
   export OUT=${OUT:-$(mktemp -d)}
 else
@@ -32,10 +33,12 @@ fi
 if [ "${DRY_RUN:-0}" = 1 ]; then LIMIT=${LIMIT:-1500}; else LIMIT=${LIMIT:-540}; fi
 DEADLINE=$(( $(date +%s) + LIMIT ))
 export LIMIT DEADLINE
-if commit=$(git rev-parse HEAD 2>/dev/null); then
+if [ -n "${COMMIT:-}" ]; then  # given: the device copy's .git can be stale (docs/gpu/h200-20261129b)
+  commit=$COMMIT
+elif commit=$(git rev-parse HEAD 2>/dev/null); then
   git diff --quiet HEAD 2>/dev/null || commit="$commit (with uncommitted changes)"
 else
-  commit=${COMMIT:-unknown}
+  commit=unknown
 fi
 {
   echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"

@@ -76,7 +76,10 @@ SEEDS=${SEEDS:-10}
 MIN_SECONDS=${MIN_SECONDS:-180}
 RESERVE_SECONDS=${RESERVE_SECONDS:-25}
 COPY_SECONDS=${COPY_SECONDS:-30}
-WORK=${WORK:-/tmp/tune}        # the runs (checkpoints included) and the report; only a bundle goes to $OUT
+# The runs (checkpoints included) and the report; only a bundle goes to $OUT. A fresh folder each
+# call: a lent machine is not always bare, and on 2026-11-29 (docs/gpu/h200-20261129b) /tmp/tune still
+# held the call before's runs, whose folders a candidate of the same name would have found taken.
+WORK=${WORK:-$(mktemp -d /tmp/tune.XXXXXX)}
 # Every candidate writes each evaluation when it is made (none kept on the device for a batched one
 # later), stops at once at its time (its checkpoints stay on the GPU machine and are lost, so a
 # stop checkpoint would only spend the grace) and runs its chunks whole (short chunks serve a

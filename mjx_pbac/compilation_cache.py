@@ -3,7 +3,7 @@
 MJX env steps take 15-120 s to compile on a 2-core CPU (tens of seconds on a GPU); with the cache a
 second run of the same program (same shapes, same settings) loads it instead. The directory is
 ~/.cache/mjx-pbac/jax, or $MJX_PBAC_JAX_CACHE; setting that variable to an empty string turns the
-cache off.
+cache off. Programs compiled in under $MJX_PBAC_JAX_CACHE_MIN_SECONDS (default 1) are not cached.
 
 With $MJX_PBAC_COMPILE_LOG set to a file, every XLA compile of this process (and of every process
 that calls `enable`, e.g. the train.py commands the tests start) is appended to it as one JSON line:
@@ -30,12 +30,19 @@ def enable() -> str | None:
     if not directory:
         return None
     jax.config.update("jax_compilation_cache_dir", directory)
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", float(os.environ.get(MIN_SECONDS_VARIABLE) or 1.0))
     jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
     return directory
 
 
 LOG_VARIABLE = "MJX_PBAC_COMPILE_LOG"
+
+MIN_SECONDS_VARIABLE = "MJX_PBAC_JAX_CACHE_MIN_SECONDS"
+"""Programs that compile faster than this many seconds are not cached (default 1: a training
+run's small programs cost more to write than to compile again). The test suite sets 0, for itself
+and the commands it starts: it compiles thousands of small programs, and each module's programs
+are dropped when it ends (tests/conftest.py), so a small program a later module or process needs
+again would otherwise compile again."""
 # JAX's names (jax._src.dispatch): Python tracing, lowering to StableHLO, and the XLA compile or
 # cache read that follows.
 _EVENTS = {

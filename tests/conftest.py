@@ -1,5 +1,11 @@
 """Test-session settings: JAX's persistent compilation cache (`mjx_pbac.compilation_cache`), so
-repeated runs skip XLA compiles: ~/.cache/mjx-pbac/jax, or $MJX_PBAC_JAX_CACHE."""
+repeated runs skip XLA compiles: ~/.cache/mjx-pbac/jax, or $MJX_PBAC_JAX_CACHE. Every program is
+cached, however fast it compiled ($MJX_PBAC_JAX_CACHE_MIN_SECONDS=0, inherited by the commands the
+tests start), so one that a later module or process compiles again is read instead."""
+
+import os
+
+os.environ.setdefault("MJX_PBAC_JAX_CACHE_MIN_SECONDS", "0")  # every program, for this process and the commands it starts
 
 from mjx_pbac import compilation_cache
 

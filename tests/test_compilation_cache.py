@@ -35,7 +35,9 @@ def _summariser():
 
 def test_the_compile_log_names_each_compile_its_test_and_whether_the_cache_had_it(tmp_path):
     log = tmp_path / "compiles.jsonl"
-    environment = {**os.environ, "MJX_PBAC_JAX_CACHE": str(tmp_path / "cache"), "MJX_PBAC_COMPILE_LOG": str(log)}
+    environment = {  # the cache's default threshold (1 s), not the suite's 0 (tests/conftest.py)
+        **os.environ, "MJX_PBAC_JAX_CACHE": str(tmp_path / "cache"), "MJX_PBAC_COMPILE_LOG": str(log), "MJX_PBAC_JAX_CACHE_MIN_SECONDS": "",
+    }
     outputs = []
     for _ in range(2):
         done = subprocess.run([sys.executable, "-c", PROGRAM], cwd=ROOT, env=environment, capture_output=True, text=True, check=False, timeout=300)
@@ -110,3 +112,16 @@ def test_a_missing_or_malformed_log_is_named(tmp_path):
             assert message in str(error), error
         else:
             raise AssertionError("no error")
+
+
+def test_the_suite_caches_every_program_and_passes_that_to_the_commands_it_starts():
+    """tests/conftest.py sets the threshold to 0 for this process and, through the environment,
+    for every train.py command a test starts: a small program dropped at a module's end, or
+    compiled by another process, is read back instead of compiled again."""
+    import jax
+
+    from mjx_pbac import compilation_cache
+
+    assert os.environ[compilation_cache.MIN_SECONDS_VARIABLE] == "0"
+    if compilation_cache.enable() is not None:  # the cache on (it is, unless MJX_PBAC_JAX_CACHE is empty)
+        assert jax.config.jax_persistent_cache_min_compile_time_secs == 0.0

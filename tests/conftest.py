@@ -28,3 +28,49 @@ def _release_programs_after_each_module():
 
     jax.clear_caches()
     gc.collect()
+
+
+import time  # noqa: E402
+
+HEAVY_UNTIL = "MJX_PBAC_HEAVY_UNTIL_MINUTES"
+"""Minutes of the session after which a `heavy` test is skipped instead of started (default 70;
+empty or `inf`: never skipped; 0: every heavy test skipped)."""
+
+_session = {"start": time.monotonic()}
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers",
+        "heavy: a slow test among the suite's costliest (device scripts' dry runs, whole Meta-World episodes, films, "
+        "multi-process and multi-device runs, every env family's rollout); run after every other test, and started only "
+        f"within ${HEAVY_UNTIL} minutes of the session's start (docs/testing.md)",
+    )
+
+
+def pytest_sessionstart(session):
+    _session["start"] = time.monotonic()
+
+
+def pytest_collection_modifyitems(session, config, items):
+    """Heavy tests last, each module's in their order: everything else is checked first, however
+    slow the machine."""
+    items[:] = [item for item in items if item.get_closest_marker("heavy") is None] + [
+        item for item in items if item.get_closest_marker("heavy") is not None
+    ]
+
+
+def _heavy_minutes() -> float:
+    raw = os.environ.get(HEAVY_UNTIL, "70").strip()
+    try:
+        return float(raw) if raw else float("inf")
+    except ValueError:
+        raise pytest.UsageError(f"{HEAVY_UNTIL}={raw!r}: expected a number of minutes (or empty or inf: no limit)") from None
+
+
+def pytest_runtest_setup(item):
+    if item.get_closest_marker("heavy") is None:
+        return
+    minutes, elapsed = _heavy_minutes(), (time.monotonic() - _session["start"]) / 60
+    if elapsed >= minutes:
+        pytest.skip(f"heavy, and the session has run {elapsed:.0f} of the {minutes:g} minutes {HEAVY_UNTIL} gives heavy tests to start")

@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 
 # A program that takes over the cache's 1 s threshold to compile here (an unrolled chain of
@@ -125,3 +127,34 @@ def test_the_suite_caches_every_program_and_passes_that_to_the_commands_it_start
     assert os.environ[compilation_cache.MIN_SECONDS_VARIABLE] == "0"
     if compilation_cache.enable() is not None:  # the cache on (it is, unless MJX_PBAC_JAX_CACHE is empty)
         assert jax.config.jax_persistent_cache_min_compile_time_secs == 0.0
+
+
+def test_heavy_tests_run_last_and_start_only_within_their_minutes(monkeypatch):
+    """tests/conftest.py: heavy tests are moved after every other test (each group in its order),
+    and one is skipped, with its reason, once the session has run the minutes
+    $MJX_PBAC_HEAVY_UNTIL_MINUTES gives (0: all; empty or inf: none); a bad value is a usage error."""
+    import sys
+
+    conftest = sys.modules["conftest"]
+
+    class Item:
+        def __init__(self, name, heavy):
+            self.name, self.heavy = name, heavy
+
+        def get_closest_marker(self, marker):
+            return object() if marker == "heavy" and self.heavy else None
+
+    items = [Item("a", True), Item("b", False), Item("c", True), Item("d", False)]
+    conftest.pytest_collection_modifyitems(None, None, items)
+    assert [item.name for item in items] == ["b", "d", "a", "c"]
+
+    monkeypatch.setenv(conftest.HEAVY_UNTIL, "0")
+    with pytest.raises(pytest.skip.Exception, match="heavy, and the session has run 0 of the 0 minutes"):
+        conftest.pytest_runtest_setup(Item("a", True))
+    conftest.pytest_runtest_setup(Item("b", False))  # others always run
+    for unlimited in ("", "inf"):
+        monkeypatch.setenv(conftest.HEAVY_UNTIL, unlimited)
+        conftest.pytest_runtest_setup(Item("a", True))
+    monkeypatch.setenv(conftest.HEAVY_UNTIL, "soon")
+    with pytest.raises(pytest.UsageError, match="expected a number of minutes"):
+        conftest.pytest_runtest_setup(Item("a", True))

@@ -139,6 +139,7 @@ def sharded(tmp_path_factory):
 
 
 @pytest.mark.slow
+@pytest.mark.heavy
 @pytest.mark.parametrize("members, padded, tolerance", [(4, 4, 1e-2), (6, 8, 1e-3), (8, 8, 1e-4)])
 def test_members_over_four_devices_train_as_on_one(sharded, members, padded, tolerance):
     """4, 6 (padded to 8) and 8 chain members, 2 training chunks of 100 gradient steps: each
@@ -158,6 +159,7 @@ def test_members_over_four_devices_train_as_on_one(sharded, members, padded, tol
 
 
 @pytest.mark.slow
+@pytest.mark.heavy
 def test_the_state_is_laid_out_over_the_devices(sharded):
     """Every array of the 8-member state is split along its member axis, two members on each of
     the four devices; device 1's members (seeds 2 and 3) match the same two trained alone."""
@@ -168,6 +170,7 @@ def test_the_state_is_laid_out_over_the_devices(sharded):
 
 
 @pytest.mark.slow
+@pytest.mark.heavy
 def test_the_sharded_chunk_stays_on_device_compiles_once_and_exchanges_nothing(sharded):
     assert sharded["train_chunk"] == {
         "compiles_in_steady_state": 0, "data_dependent_loops": 0, "conditionals": 0, "collectives": [],
@@ -175,6 +178,7 @@ def test_the_sharded_chunk_stays_on_device_compiles_once_and_exchanges_nothing(s
 
 
 @pytest.mark.slow
+@pytest.mark.heavy
 def test_a_checkpoint_of_the_members_resumes_on_any_layout(sharded):
     """Restored onto its own layout the state continues bit for bit; onto one device, to float32 rounding."""
     assert sharded["resume_same_layout"]["identical"] == sharded["resume_same_layout"]["leaves"]
@@ -182,6 +186,7 @@ def test_a_checkpoint_of_the_members_resumes_on_any_layout(sharded):
 
 
 @pytest.mark.slow
+@pytest.mark.heavy
 def test_bench_seeds_times_each_seed_count_on_each_device_count(sharded):
     rows = sharded["bench_seeds"]
     assert [(r["seeds"], r["devices"], r["devices_used"], r["padded_members"]) for r in rows] == [(1, 1, 1, 1), (2, 1, 1, 2), (2, 2, 2, 2)]
@@ -230,6 +235,7 @@ CHAIN = ["--profile", "chain", "--seeds", "6", "--train.chunk-steps", "500", "--
 
 
 @pytest.mark.slow
+@pytest.mark.heavy
 def test_two_processes_write_one_run_that_resumes_in_one(tmp_path):
     """Two processes of 2 CPU devices each (jax.distributed, coordinator on localhost) train 6
     chain members to 2,000 steps: one run directory, written by process 0, bit-identical to the
@@ -271,6 +277,7 @@ def test_two_processes_write_one_run_that_resumes_in_one(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.heavy
 def test_table_refuses_a_multi_process_launch(tmp_path):
     """table plans each run from what the previous ones left on disk, which one process does
     consistently; launched as two processes, both refuse in one line instead of diverging."""
@@ -311,6 +318,7 @@ def _signal_process_1_while_training(processes: list[subprocess.Popen], timeout:
 
 
 @pytest.mark.slow
+@pytest.mark.heavy
 def test_a_sigterm_to_one_process_stops_every_process_together(tmp_path):
     """SIGTERM to process 1 only of a two-process run: both processes stop after the same chunk
     with exit 75 and one checkpoint. Resumed with no grace (--train.stop-grace-seconds 0), a

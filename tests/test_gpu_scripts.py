@@ -39,6 +39,7 @@ def _what_comes_back(out: Path) -> list[Path]:
 
 
 @pytest.mark.slow
+@pytest.mark.heavy
 def test_fast_script_dry_run_trains_reports_and_bundles(tmp_path):
     out = tmp_path / "out"
     done = _dry_run("fast.sh", out, COMMIT="0123abc")
@@ -83,6 +84,7 @@ def test_every_device_script_has_a_dry_run_test():
 
 
 @pytest.mark.slow
+@pytest.mark.heavy
 @pytest.mark.parametrize("script", list(DRY_RUNS))
 def test_device_script_dry_run(script, tmp_path):
     out = tmp_path / "out"

@@ -91,6 +91,7 @@ def test_observation_success_and_reset_equal_meta_worlds(name, recorded):
 
 
 @pytest.mark.slow
+@pytest.mark.heavy
 @pytest.mark.parametrize("name", [n for n in ALL_TASKS if n not in QUICK_TASKS])
 def test_observation_success_and_reset_equal_meta_worlds_other_tasks(name, recorded):
     _semantics_and_resets(name, recorded)
@@ -141,6 +142,7 @@ def test_closed_loop_errors_are_named(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.heavy
 @pytest.mark.parametrize("name", ALL_TASKS)
 def test_every_task_traces_with_meta_world_sizes(name):
     """Every task's auto-resetting batched step traces (not compiled: eval_shape) with the
@@ -157,6 +159,7 @@ def test_every_task_traces_with_meta_world_sizes(name):
 
 
 @pytest.mark.slow
+@pytest.mark.heavy
 def test_drawer_open_physics_and_scripted_policy_follow_meta_world(recorded):
     """One compiled batch of 8: one step from 8 recorded states lands within 5 mm of C MuJoCo
     (measured up to 2-3 mm on 400 states: the pyramidal friction cone moves C MuJoCo itself by
@@ -201,6 +204,7 @@ def test_drawer_open_physics_and_scripted_policy_follow_meta_world(recorded):
 
 
 @pytest.mark.slow
+@pytest.mark.heavy
 def test_pbac_trains_on_reach_through_the_one_command(tmp_path):
     """`train.py --profile mw_reach` with tiny sizes: runs, logs success rates, and writes them."""
     import train as cli
@@ -264,6 +268,7 @@ def test_bench_env_times_meta_worlds_own_env_beside():
 
 
 @pytest.mark.slow
+@pytest.mark.heavy
 def test_scripted_window_close_stays_closed_to_the_end():
     """Meta-World's scripted window-close drives 2 instances for a whole 500-step episode and the
     window stays shut to the last step, as in Meta-World's own env (20/20 there). Before the

@@ -57,6 +57,7 @@ def _chunk_fn(env, variants):
 
 
 @pytest.mark.slow
+@pytest.mark.heavy
 @pytest.mark.parametrize("robot", FAMILIES)
 def test_registered_envs_jit_once_vmap_and_stay_finite(robot):
     """Every registered env: jits, vmaps over 16 instances, right sizes, finite for 100 steps.

@@ -96,6 +96,7 @@ def _moving(frames: list[np.ndarray]) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.heavy
 def test_a_locomotion_film_has_a_frame_per_step_at_the_size_asked(hopper_run, tmp_path, capfd):
     out = tmp_path / "hopper.mp4"
     code, text = _video([str(hopper_run), "--member", "1", "--out", str(out), "--width", "64", "--height", "48", "--fps", "125"], capfd)
@@ -122,6 +123,7 @@ def _evaluate(argv: list[str]) -> tuple[int, str, str]:
 
 
 @pytest.mark.slow
+@pytest.mark.heavy
 def test_a_dm_control_film_as_a_gif_holds_every_episode(tmp_path, capfd):
     """Two reacher episodes in one GIF: every step of each (a DM Control task never ends early),
     each from its reset."""
@@ -143,6 +145,7 @@ def test_a_dm_control_film_as_a_gif_holds_every_episode(tmp_path, capfd):
 
 
 @pytest.mark.slow
+@pytest.mark.heavy
 def test_a_meta_world_film_shows_the_arm_from_the_corner(tmp_path, capfd):
     run_dir = untrained_run(tmp_path / "reach", "mw_reach", seeds=1)
     out = tmp_path / "reach.mp4"
@@ -156,6 +159,7 @@ def test_a_meta_world_film_shows_the_arm_from_the_corner(tmp_path, capfd):
 
 
 @pytest.mark.slow
+@pytest.mark.heavy
 def test_report_frames_adds_a_strip_per_task_beside_the_curves(hopper_run, tmp_path, capfd):
     # A report needs evaluations: the untrained run's, as a run logs them.
     run_dir = tmp_path / "logged"

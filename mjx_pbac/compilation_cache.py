@@ -30,9 +30,22 @@ def enable() -> str | None:
     if not directory:
         return None
     jax.config.update("jax_compilation_cache_dir", directory)
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", float(os.environ.get(MIN_SECONDS_VARIABLE) or 1.0))
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", min_seconds())
     jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
     return directory
+
+
+def min_seconds() -> float:
+    """$MJX_PBAC_JAX_CACHE_MIN_SECONDS as a number of seconds (1 when unset or empty); a value that
+    is not a number >= 0 is a ValueError that names it."""
+    raw = os.environ.get(MIN_SECONDS_VARIABLE, "").strip()
+    try:
+        seconds = float(raw) if raw else 1.0
+    except ValueError:
+        seconds = -1.0
+    if not seconds >= 0:  # NaN included
+        raise ValueError(f"{MIN_SECONDS_VARIABLE}={raw!r}: expected a number of seconds >= 0 (unset: 1)")
+    return seconds
 
 
 LOG_VARIABLE = "MJX_PBAC_COMPILE_LOG"

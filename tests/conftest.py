@@ -3,18 +3,16 @@ repeated runs skip XLA compiles: ~/.cache/mjx-pbac/jax, or $MJX_PBAC_JAX_CACHE. 
 cached, however fast it compiled ($MJX_PBAC_JAX_CACHE_MIN_SECONDS=0, inherited by the commands the
 tests start), so one that a later module or process compiles again is read instead."""
 
+import gc
 import os
+import time
 
-os.environ.setdefault("MJX_PBAC_JAX_CACHE_MIN_SECONDS", "0")  # every program, for this process and the commands it starts
+import pytest
 
 from mjx_pbac import compilation_cache
 
+os.environ.setdefault(compilation_cache.MIN_SECONDS_VARIABLE, "0")  # every program, here and in the commands tests start
 compilation_cache.enable()
-
-
-import gc  # noqa: E402
-
-import pytest  # noqa: E402
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -30,8 +28,6 @@ def _release_programs_after_each_module():
     gc.collect()
 
 
-import time  # noqa: E402
-
 HEAVY_UNTIL = "MJX_PBAC_HEAVY_UNTIL_MINUTES"
 """Minutes of the session after which a `heavy` test is skipped instead of started (default 70;
 empty or `inf`: never skipped; 0: every heavy test skipped)."""
@@ -40,6 +36,7 @@ _session = {"start": time.monotonic()}
 
 
 def pytest_configure(config):
+    _heavy_minutes()  # a malformed value stops the session before any test, naming it
     config.addinivalue_line(
         "markers",
         "heavy: a slow test among the suite's costliest (device scripts' dry runs, whole Meta-World episodes, films, "

@@ -158,3 +158,17 @@ def test_heavy_tests_run_last_and_start_only_within_their_minutes(monkeypatch):
     monkeypatch.setenv(conftest.HEAVY_UNTIL, "soon")
     with pytest.raises(pytest.UsageError, match="expected a number of minutes"):
         conftest.pytest_runtest_setup(Item("a", True))
+
+
+@pytest.mark.parametrize("value", ["soon", "-1", "nan"])
+def test_a_malformed_cache_threshold_is_one_line_naming_it(value, monkeypatch):
+    """$MJX_PBAC_JAX_CACHE_MIN_SECONDS that is not a number of seconds >= 0 stops a command before
+    it runs, naming the variable and what it takes; unset or empty is the default, 1 s."""
+    import train as cli
+    from mjx_pbac import compilation_cache
+
+    monkeypatch.setenv(compilation_cache.MIN_SECONDS_VARIABLE, "")
+    assert compilation_cache.min_seconds() == 1.0
+    monkeypatch.setenv(compilation_cache.MIN_SECONDS_VARIABLE, value)
+    with pytest.raises(SystemExit, match=rf"error: MJX_PBAC_JAX_CACHE_MIN_SECONDS='{value}': expected a number of seconds >= 0"):
+        cli.main(["--profile", "chain"])

@@ -90,7 +90,10 @@ def main(argv: list[str]) -> None:
             devices.initialize_distributed()
     except ValueError as error:
         raise SystemExit(f"error: {error}") from None
-    compilation_cache.enable()  # a second run of the same program skips its compile
+    try:
+        compilation_cache.enable()  # a second run of the same program skips its compile
+    except ValueError as error:
+        raise SystemExit(f"error: {error}") from None
     command.main(args)
 
 

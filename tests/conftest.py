@@ -49,9 +49,12 @@ def pytest_sessionstart(session):
     _session["start"] = time.monotonic()
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(session, config, items):
     """Heavy tests last, each module's in their order: everything else is checked first, however
-    slow the machine."""
+    slow the machine. Runs before `-k`/`-m` deselect, and keeps what was collected for
+    test_compilation_cache.py's check of the fixtures both tiers use."""
+    _session["collected"] = list(items)
     items[:] = [item for item in items if item.get_closest_marker("heavy") is None] + [
         item for item in items if item.get_closest_marker("heavy") is not None
     ]
@@ -60,9 +63,12 @@ def pytest_collection_modifyitems(session, config, items):
 def _heavy_minutes() -> float:
     raw = os.environ.get(HEAVY_UNTIL, "70").strip()
     try:
-        return float(raw) if raw else float("inf")
+        minutes = float(raw) if raw else float("inf")
     except ValueError:
-        raise pytest.UsageError(f"{HEAVY_UNTIL}={raw!r}: expected a number of minutes (or empty or inf: no limit)") from None
+        minutes = float("nan")
+    if not minutes >= 0:  # NaN included: it would compare as no limit
+        raise pytest.UsageError(f"{HEAVY_UNTIL}={raw!r}: expected a number of minutes >= 0 (or empty or inf: no limit)")
+    return minutes
 
 
 def pytest_runtest_setup(item):

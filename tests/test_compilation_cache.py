@@ -145,6 +145,7 @@ def test_heavy_tests_run_last_and_start_only_within_their_minutes(monkeypatch):
             return object() if marker == "heavy" and self.heavy else None
 
     items = [Item("a", True), Item("b", False), Item("c", True), Item("d", False)]
+    monkeypatch.setitem(conftest._session, "collected", conftest._session.get("collected"))  # the session's, back after
     conftest.pytest_collection_modifyitems(None, None, items)
     assert [item.name for item in items] == ["b", "d", "a", "c"]
 
@@ -155,9 +156,27 @@ def test_heavy_tests_run_last_and_start_only_within_their_minutes(monkeypatch):
     for unlimited in ("", "inf"):
         monkeypatch.setenv(conftest.HEAVY_UNTIL, unlimited)
         conftest.pytest_runtest_setup(Item("a", True))
-    monkeypatch.setenv(conftest.HEAVY_UNTIL, "soon")
-    with pytest.raises(pytest.UsageError, match="expected a number of minutes"):
-        conftest.pytest_runtest_setup(Item("a", True))
+    for malformed in ("soon", "nan", "-5"):
+        monkeypatch.setenv(conftest.HEAVY_UNTIL, malformed)
+        with pytest.raises(pytest.UsageError, match=f"{conftest.HEAVY_UNTIL}='{malformed}': expected a number of minutes >= 0"):
+            conftest.pytest_runtest_setup(Item("a", True))
+
+
+def test_no_module_fixture_serves_both_heavy_and_other_tests():
+    """Heavy tests run after every other (tests/conftest.py), so a module-scoped fixture that
+    both tiers use is torn down when its module's other tests end and built again for its heavy
+    ones (the video tests' Hopper run directory was, ~30 s): such a fixture is session-scoped.
+    Checked over every test this session collected, before any `-k` or `-m` deselected."""
+    import sys
+
+    tiers: dict[str, set[bool]] = {}
+    for item in sys.modules["conftest"]._session["collected"]:
+        heavy = item.get_closest_marker("heavy") is not None
+        for name, definitions in item._fixtureinfo.name2fixturedefs.items():
+            if definitions[-1].scope == "module" and definitions[-1].func.__module__ != "conftest":  # conftest's drops programs per module, as meant
+                tiers.setdefault(f"{item.module.__name__}.{name}", set()).add(heavy)
+    shared = sorted(name for name, kinds in tiers.items() if len(kinds) == 2)
+    assert not shared, f"module-scoped fixtures used by heavy and other tests (make them scope='session'): {shared}"
 
 
 @pytest.mark.parametrize("value", ["soon", "-1", "nan"])

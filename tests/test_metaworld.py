@@ -30,7 +30,7 @@ ALL_TASKS = list(mw.TASKS)
 QUICK_TASKS = ["mw_drawer_open", "mw_reach"]  # a stale first frame; a scipy quaternion and a redrawn reset
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def recorded():
     """One short recorded episode per task (scripted then random actions), from Meta-World's env."""
     cache = {}

@@ -59,7 +59,7 @@ def untrained_run(run_dir: Path, env: str, seeds: int = 2) -> Path:
     return run_dir
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def hopper_run(tmp_path_factory) -> Path:
     return untrained_run(tmp_path_factory.mktemp("video") / "hopper", "hopper")
 

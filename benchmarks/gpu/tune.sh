@@ -50,23 +50,27 @@ source benchmarks/gpu/setup.sh
 # NAME names the run directory and the report's column (letters, digits, '_', '-'); OPTIONS are
 # `train.py` options added to the profile, split at spaces (no quoting). The first is the profile
 # as it is, the reference. Edit this block alone to change what a slot tries.
-# Round 2 (prepared 2026-11-29 on the CPU, docs/fast_training.md "Delayed locomotion"): the replay
-# ratio, the lever the Hopper CPU evidence points at. The profile samples 8 transitions per env step
-# (4 updates x 2,048 / 1,024 envs); the Hopper CPU winner samples 64 (8 x 128 / 16) and 16 updates
-# per vector step learned faster still, while FastTD3's discount 0.97 (with or without AdamW weight
-# decay 0.1: Round 1's `g97_wd`) kept hopper_delayed near its dive-and-fall plateau. So: 16 (u8),
-# 32 (n256: a quarter of the envs, the same updates per vector step) and 64 (n256_u8) sampled
-# transitions per env step. The n256 candidates step a quarter of the env steps per vector step,
-# so they evaluate every chunk (51,200 env steps per seed) to keep about the base's wall-clock
-# between evaluations. Every candidate inherits the profile's LayerNorm: the paper's plain one, which
-# led LayerNorm's scale and bias on ant_delayed on the CPU (the Hopper recipe, 5 seeds, to 192,000 env
-# steps), though the scale and bias won on hopper_delayed; `--pbac.layer-norm affine` on ant_delayed
-# is a candidate for a later round (docs/fast_training.md "Delayed locomotion").
+# Round 3 (prepared 2026-12-01 on the CPU, docs/fast_training.md "Delayed locomotion"): gradient
+# steps, not sampled transitions. Rounds 1-2 on the H200 (docs/gpu/h200-20261129, h200-20261129b) showed
+# no learning by 256,000-460,800 env steps per seed, and the CPU now says why: on ant_delayed, the
+# same 64 sampled transitions per env step spread over 4x fewer, 4x larger gradient steps (2 x 512
+# per vector step of 16 envs) reached 797 / 317 / 1,205 at 144,000 env steps against the CPU
+# recipe's 1,961 / 1,687 / 172 (8 x 128), and over 8x fewer (1 x 1,024) 148 / 225 / 90. The profile
+# takes one gradient step per 256 env steps (4 x 2,048 per vector step of 1,024 envs), 128x fewer
+# than the CPU recipe. On the H200 a gradient step of the paper's networks takes ~0.43 ms against
+# ~12.9 ms for a vector step of Ant's physics at small instance counts (docs/gpu/h200-20261128,
+# latency-bound), so a GPU recipe buys gradient steps cheaply with few envs per seed. So: the CPU
+# recipe as it is (`cpu`: 16 envs, 8 x 128 per vector step, K = 5 of width 64, lr 1e-3; 5-seed IQM
+# 1,846 at 288,000 env steps on the CPU with this plain LayerNorm), with twice its gradient steps
+# (`cpu_u16`: on the CPU sooner and less surely), and its sizes with the profile's networks and
+# rates (`n16_u8`: K = 10 of width 256, lr 3e-4). All three evaluate every 48,000 env steps per
+# seed (~50 s of GPU time between evaluations, estimated). Round 2's u8, n256 and n256_u8 (one
+# gradient step per 128, 64 and 32 env steps) are left out: docs/fast_training.md.
 CANDIDATES=(
   "base|"
-  "u8|--train.updates-per-step 8"
-  "n256|--train.num-envs 256 --train.eval-interval 51200"
-  "n256_u8|--train.num-envs 256 --train.updates-per-step 8 --train.eval-interval 51200"
+  "cpu|--train.num-envs 16 --train.batch-size 128 --train.warmup-steps 8000 --train.chunk-steps 16000 --train.eval-interval 48000 --train.updates-per-step 8 --pbac.num-critics 5 --pbac.hidden-sizes 64 64 --pbac.critic-lr 1e-3 --pbac.actor-lr 1e-3 --pbac.alpha-lr 1e-3"
+  "cpu_u16|--train.num-envs 16 --train.batch-size 128 --train.warmup-steps 8000 --train.chunk-steps 16000 --train.eval-interval 48000 --train.updates-per-step 16 --pbac.num-critics 5 --pbac.hidden-sizes 64 64 --pbac.critic-lr 1e-3 --pbac.actor-lr 1e-3 --pbac.alpha-lr 1e-3"
+  "n16_u8|--train.num-envs 16 --train.batch-size 128 --train.warmup-steps 8000 --train.chunk-steps 16000 --train.eval-interval 48000 --train.updates-per-step 8"
 )
 # ===============================================================================================
 

@@ -50,27 +50,27 @@ source benchmarks/gpu/setup.sh
 # NAME names the run directory and the report's column (letters, digits, '_', '-'); OPTIONS are
 # `train.py` options added to the profile, split at spaces (no quoting). The first is the profile
 # as it is, the reference. Edit this block alone to change what a slot tries.
-# Round 3 (prepared 2026-12-01 on the CPU, docs/fast_training.md "Delayed locomotion"): gradient
-# steps, not sampled transitions. Rounds 1-2 on the H200 (docs/gpu/h200-20261129, h200-20261129b) showed
-# no learning by 256,000-460,800 env steps per seed, and the CPU now says why: on ant_delayed, the
-# same 64 sampled transitions per env step spread over 4x fewer, 4x larger gradient steps (2 x 512
-# per vector step of 16 envs) reached 797 / 317 / 1,205 at 144,000 env steps against the CPU
-# recipe's 1,961 / 1,687 / 172 (8 x 128), and over 8x fewer (1 x 1,024) 148 / 225 / 90. The profile
-# takes one gradient step per 256 env steps (4 x 2,048 per vector step of 1,024 envs), 128x fewer
-# than the CPU recipe. On the H200 a gradient step of the paper's networks takes ~0.43 ms against
-# ~12.9 ms for a vector step of Ant's physics at small instance counts (docs/gpu/h200-20261128,
-# latency-bound), so a GPU recipe buys gradient steps cheaply with few envs per seed. So: the CPU
-# recipe as it is (`cpu`: 16 envs, 8 x 128 per vector step, K = 5 of width 64, lr 1e-3; 5-seed IQM
-# 1,846 at 288,000 env steps on the CPU with this plain LayerNorm), with twice its gradient steps
-# (`cpu_u16`: on the CPU sooner and less surely), and its sizes with the profile's networks and
-# rates (`n16_u8`: K = 10 of width 256, lr 3e-4). All three evaluate every 48,000 env steps per
-# seed (~50 s of GPU time between evaluations, estimated). Round 2's u8, n256 and n256_u8 (one
-# gradient step per 128, 64 and 32 env steps) are left out: docs/fast_training.md.
+# Round 3 (prepared 2026-12-01 on the CPU; docs/fast_training.md,
+# "Gradient steps, not sampled transitions"). Rounds 1-2 on the H200 (docs/gpu/h200-20261129, h200-20261129b) showed no learning
+# by 256,000-460,800 env steps per seed, and the CPU says why: on ant_delayed (3 seeds), the CPU
+# recipe's 64 sampled transitions per env step taken as 4x fewer, 4x larger gradient steps reached
+# a mean of 773 at 144,000 env steps against the recipe's 1,273, and as 8x fewer 154; the profile
+# takes one gradient step per 256 env steps, 128x fewer than the recipe. The recipe's gradient
+# steps with 4x the batch (8 x 512) reached 1,567 at 96,000 against its 1,006, every seed above
+# 1,400. On the H200 a gradient step of the paper's networks took ~0.43 ms against ~12.9 ms for a
+# vector step of Ant's physics at small instance counts (docs/gpu/h200-20261128, latency-bound),
+# so a GPU recipe buys gradient steps, and larger batches, cheaply with few envs per seed. So, at
+# the CPU recipe's 16 envs and 8 gradient steps per vector step: `cpu`, the CPU recipe as it is
+# (batch 128, K = 5 of width 64, lr 1e-3; 5-seed IQM 1,846 at 288,000 env steps on the CPU with this
+# plain LayerNorm); `cpu_b512`, with 4x the batch; `n16_u8`, batch 512 with the profile's networks and
+# rates (K = 10 of width 256, lr 3e-4), which decides what `ant_delayed_fast` becomes. They
+# evaluate every 48,000 env steps per seed (~50 s of GPU time between evaluations, estimated).
+# Round 2's u8, n256 and n256_u8 (one gradient step per 128, 64 and 32 env steps) are left out.
 CANDIDATES=(
   "base|"
-  "cpu|--train.num-envs 16 --train.batch-size 128 --train.warmup-steps 8000 --train.chunk-steps 16000 --train.eval-interval 48000 --train.updates-per-step 8 --pbac.num-critics 5 --pbac.hidden-sizes 64 64 --pbac.critic-lr 1e-3 --pbac.actor-lr 1e-3 --pbac.alpha-lr 1e-3"
-  "cpu_u16|--train.num-envs 16 --train.batch-size 128 --train.warmup-steps 8000 --train.chunk-steps 16000 --train.eval-interval 48000 --train.updates-per-step 16 --pbac.num-critics 5 --pbac.hidden-sizes 64 64 --pbac.critic-lr 1e-3 --pbac.actor-lr 1e-3 --pbac.alpha-lr 1e-3"
-  "n16_u8|--train.num-envs 16 --train.batch-size 128 --train.warmup-steps 8000 --train.chunk-steps 16000 --train.eval-interval 48000 --train.updates-per-step 8"
+  "cpu|--train.num-envs 16 --train.warmup-steps 8000 --train.chunk-steps 16000 --train.eval-interval 48000 --train.updates-per-step 8 --train.batch-size 128 --pbac.num-critics 5 --pbac.hidden-sizes 64 64 --pbac.critic-lr 1e-3 --pbac.actor-lr 1e-3 --pbac.alpha-lr 1e-3"
+  "cpu_b512|--train.num-envs 16 --train.warmup-steps 8000 --train.chunk-steps 16000 --train.eval-interval 48000 --train.updates-per-step 8 --train.batch-size 512 --pbac.num-critics 5 --pbac.hidden-sizes 64 64 --pbac.critic-lr 1e-3 --pbac.actor-lr 1e-3 --pbac.alpha-lr 1e-3"
+  "n16_u8|--train.num-envs 16 --train.warmup-steps 8000 --train.chunk-steps 16000 --train.eval-interval 48000 --train.updates-per-step 8 --train.batch-size 512"
 )
 # ===============================================================================================
 

@@ -56,8 +56,8 @@ source benchmarks/gpu/setup.sh
 # recipe's 64 sampled transitions per env step taken as 4x fewer, 4x larger gradient steps reached
 # a mean of 773 at 144,000 env steps against the recipe's 1,273, and as 8x fewer 154; the profile
 # takes one gradient step per 256 env steps, 128x fewer than the recipe. The recipe's gradient
-# steps with 4x the batch (8 x 512) reached 1,567 at 96,000 against its 1,006, every seed above
-# 1,400. On the H200 a gradient step of the paper's networks took ~0.43 ms against ~12.9 ms for a
+# steps with 4x the batch (8 x 512) reached 1,567 at 96,000 against its 1,006, and 1,910 at
+# 144,000 against 1,273. On the H200 a gradient step of the paper's networks took ~0.43 ms against ~12.9 ms for a
 # vector step of Ant's physics at small instance counts (docs/gpu/h200-20261128, latency-bound),
 # so a GPU recipe buys gradient steps, and larger batches, cheaply with few envs per seed. So, at
 # the CPU recipe's 16 envs and 8 gradient steps per vector step: `cpu`, the CPU recipe as it is

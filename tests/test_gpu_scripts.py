@@ -258,6 +258,9 @@ def test_tune_candidates_resolve_at_the_profiles_own_sizes():
         Schedule.of(config.train)
         resolved[name] = repr(config)
     assert len(set(resolved.values())) == len(resolved) >= 2, sorted(resolved)
+    # The usage lines name candidates the block has (a stale name is an error at the call).
+    named = {n for only in re.findall(r'ONLY="([^"]*)"', TUNE.read_text().split("CANDIDATES=(")[0]) for n in only.split()}
+    assert named and named <= set(resolved), (named, sorted(resolved))
 
 
 def test_the_gpu_tables_script_reproduces_the_docs_gpu_rows_from_the_records():

@@ -5,7 +5,7 @@
 #
 # On a lent GPU, one device call (`carry: [".whl"]`, timeout_s 600):
 #   COMMIT=<hash> LIMIT=540 bash benchmarks/gpu/tune.sh               # every candidate of the block below
-#   ONLY="base u8" PARALLEL=1 COMMIT=<hash> bash benchmarks/gpu/tune.sh   # two of them, one after the other
+#   ONLY="cpu cpu_b512" PARALLEL=1 COMMIT=<hash> bash benchmarks/gpu/tune.sh   # two of them, one after the other
 # Here on the CPU, the same commands at tiny sizes (tests/test_gpu_scripts.py runs it):
 #   DRY_RUN=1 bash benchmarks/gpu/tune.sh
 #
@@ -50,22 +50,24 @@ source benchmarks/gpu/setup.sh
 # NAME names the run directory and the report's column (letters, digits, '_', '-'); OPTIONS are
 # `train.py` options added to the profile, split at spaces (no quoting). The first is the profile
 # as it is, the reference. Edit this block alone to change what a slot tries.
-# Round 3 (prepared 2026-12-01 on the CPU; docs/fast_training.md,
-# "Gradient steps, not sampled transitions"). Rounds 1-2 on the H200 (docs/gpu/h200-20261129, h200-20261129b) showed no learning
-# by 256,000-460,800 env steps per seed, and the CPU says why: on ant_delayed (3 seeds), the CPU
-# recipe's 64 sampled transitions per env step taken as 4x fewer, 4x larger gradient steps reached
-# a mean of 773 at 144,000 env steps against the recipe's 1,273, and as 8x fewer 154; the profile
-# takes one gradient step per 256 env steps, 128x fewer than the recipe. The recipe's gradient
-# steps with 4x the batch (8 x 512) reached 1,567 at 96,000 against its 1,006, and 1,910 at
-# 144,000 against 1,273. On the H200 a gradient step of the paper's networks took ~0.43 ms against ~12.9 ms for a
-# vector step of Ant's physics at small instance counts (docs/gpu/h200-20261128, latency-bound),
-# so a GPU recipe buys gradient steps, and larger batches, cheaply with few envs per seed. So, at
-# the CPU recipe's 16 envs and 8 gradient steps per vector step: `cpu`, the CPU recipe as it is
-# (batch 128, K = 5 of width 64, lr 1e-3; 5-seed IQM 1,846 at 288,000 env steps on the CPU with this
-# plain LayerNorm); `cpu_b512`, with 4x the batch; `n16_u8`, batch 512 with the profile's networks and
-# rates (K = 10 of width 256, lr 3e-4), which decides what `ant_delayed_fast` becomes. They
-# evaluate every 48,000 env steps per seed (~50 s of GPU time between evaluations, estimated).
-# Round 2's u8, n256 and n256_u8 (one gradient step per 128, 64 and 32 env steps) are left out.
+# Round 3 (prepared 2026-12-01 on the 2-core EPYC CPU; docs/fast_training.md,
+# "Gradient steps, not sampled transitions"). Rounds 1-2 on the H200 (docs/gpu/h200-20261129,
+# h200-20261129b) showed no learning by 256,000-460,800 env steps per seed, and the CPU says why:
+# on ant_delayed (3 seeds), the CPU recipe's 64 sampled transitions per env step taken as 4x fewer,
+# 4x larger gradient steps reached a mean of 773 at 144,000 env steps against the recipe's 1,273,
+# and as 8x fewer 154; the profile takes one gradient step per 256 env steps, 128x fewer than the
+# recipe. The recipe's gradient steps with 4x the batch (8 x 512) reached 1,567 at 96,000 against
+# its 1,006, and 1,910 at 144,000 against 1,273. On the H200 a gradient step of the paper's
+# networks took ~0.43 ms against ~12.9 ms for a vector step of Ant's physics at small instance
+# counts (docs/gpu/h200-20261128, latency-bound), so a GPU recipe buys gradient steps, and larger
+# batches, cheaply with few envs per seed. So, at the CPU recipe's 16 envs and 8 gradient steps
+# per vector step: `cpu`, the CPU recipe as it is (batch 128, K = 5 of width 64, lr 1e-3; 5-seed
+# IQM 1,846 at 288,000 env steps on the CPU with this plain LayerNorm); `cpu_b512`, with 4x the
+# batch; `n16_u8`, batch 512 with the profile's networks and rates (K = 10 of width 256, lr 3e-4),
+# which decides what `ant_delayed_fast` becomes. They evaluate every 48,000 env steps per seed
+# (~50 s of GPU time between evaluations, estimated). The three share their sizes, spelled out in
+# each line so that candidates.json records each candidate's whole options. Round 2's u8, n256 and
+# n256_u8 (one gradient step per 128, 64 and 32 env steps) are left out.
 CANDIDATES=(
   "base|"
   "cpu|--train.num-envs 16 --train.warmup-steps 8000 --train.chunk-steps 16000 --train.eval-interval 48000 --train.updates-per-step 8 --train.batch-size 128 --pbac.num-critics 5 --pbac.hidden-sizes 64 64 --pbac.critic-lr 1e-3 --pbac.actor-lr 1e-3 --pbac.alpha-lr 1e-3"

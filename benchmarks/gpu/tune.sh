@@ -60,14 +60,16 @@ source benchmarks/gpu/setup.sh
 # its 1,006, and 1,910 at 144,000 against 1,273. On the H200 a gradient step of the paper's
 # networks took ~0.43 ms against ~12.9 ms for a vector step of Ant's physics at small instance
 # counts (docs/gpu/h200-20261128, latency-bound), so a GPU recipe buys gradient steps, and larger
-# batches, cheaply with few envs per seed. So, at the CPU recipe's 16 envs and 8 gradient steps
-# per vector step: `cpu`, the CPU recipe as it is (batch 128, K = 5 of width 64, lr 1e-3; 5-seed
-# IQM 1,846 at 288,000 env steps on the CPU with this plain LayerNorm); `cpu_b512`, with 4x the
-# batch; `n16_u8`, batch 512 with the profile's networks and rates (K = 10 of width 256, lr 3e-4),
-# which decides what `ant_delayed_fast` becomes. They evaluate every 48,000 env steps per seed
-# (~50 s of GPU time between evaluations, estimated). The three share their sizes, spelled out in
-# each line so that candidates.json records each candidate's whole options. Round 2's u8, n256 and
-# n256_u8 (one gradient step per 128, 64 and 32 env steps) are left out.
+# batches, cheaply with few envs per seed; and more envs per seed bought little on the CPU (64 envs
+# at the recipe's 8 x 128: a mean of 1,169 at 6,000 vector steps against 1,006; 8 x 512 at 16 envs
+# 1,567). So, at the CPU recipe's 16 envs and 8 gradient steps per vector step: `cpu`, the CPU
+# recipe as it is (batch 128, K = 5 of width 64, lr 1e-3; 5-seed IQM 1,846 at 288,000 env steps on
+# the CPU with this plain LayerNorm); `cpu_b512`, with 4x the batch; `n16_u8`, batch 512 with the
+# profile's networks and rates (K = 10 of width 256, lr 3e-4), which decides what `ant_delayed_fast`
+# becomes. They evaluate every 48,000 env steps per seed (~50 s of GPU time between evaluations,
+# estimated). The three share their sizes, spelled out in each line so that candidates.json records
+# each candidate's whole options. Round 2's u8, n256 and n256_u8 (one gradient step per 128, 64 and
+# 32 env steps) are left out.
 CANDIDATES=(
   "base|"
   "cpu|--train.num-envs 16 --train.warmup-steps 8000 --train.chunk-steps 16000 --train.eval-interval 48000 --train.updates-per-step 8 --train.batch-size 128 --pbac.num-critics 5 --pbac.hidden-sizes 64 64 --pbac.critic-lr 1e-3 --pbac.actor-lr 1e-3 --pbac.alpha-lr 1e-3"

@@ -50,13 +50,6 @@ class Restored:
     checkpoint: Path
     env_steps: int
 
-    def check_member(self, index: int, run_dir: str | Path, name: str = "member") -> None:
-        """A RunError (one line, every member listed) unless `index` names a member."""
-        count = len(self.members)
-        if not 0 <= index < count:
-            labels = ", ".join(f"{m.index} ({m.label}, seed {m.seed}, {m.task})" for m in self.members)
-            raise RunError(f"{name} {index} is out of range: {run_dir} has {count} member(s), 0..{count - 1}: {labels}")
-
     def member_env(self, index: int) -> Any:
         """Member `index`'s env: the run's env with that member's task constants."""
         task = jax.tree.map(lambda leaf: leaf[index], self.policy.task)
@@ -104,15 +97,31 @@ def checkpoint_path(run_dir: Path, which: int | str | Path | None = None) -> Pat
     return path
 
 
+def check_member(members: list[Member], index: int, run_dir: str | Path, name: str = "member") -> None:
+    """A RunError (one line, every member listed) unless `index` names one of `members`."""
+    count = len(members)
+    if not 0 <= index < count:
+        labels = ", ".join(f"{m.index} ({m.label}, seed {m.seed}, {m.task})" for m in members)
+        raise RunError(f"{name} {index} is out of range: {run_dir} has {count} member(s), 0..{count - 1}: {labels}")
+
+
 def restore(
-    run_dir: str | Path, which: int | str | Path | None = None, episodes: int | None = None, env_overrides: tuple[str, ...] = ()
+    run_dir: str | Path,
+    which: int | str | Path | None = None,
+    episodes: int | None = None,
+    env_overrides: tuple[str, ...] = (),
+    member: tuple[int, str] | None = None,
 ) -> Restored:
     """Every member's policy of `run_dir` at checkpoint `which` (`checkpoint_path`), with the
     trainer assembled for `episodes` evaluation episodes (None: the run's) in the env with
-    `env_overrides` ("key=value") added to the run's. A RunError says what is wrong: no run
-    directory, an invalid config, no or a damaged checkpoint, one of another configuration."""
+    `env_overrides` ("key=value") added to the run's. `member` (index, the option's name): a
+    member the caller needs, checked from the config before anything is built or read. A
+    RunError says what is wrong: no run directory, an invalid config, a member out of range, no
+    or a damaged checkpoint, one of another configuration."""
     run_dir = Path(run_dir)
     config, profile = rundir.load_run_config(run_dir)
+    if member is not None:
+        check_member(expand_members(config), member[0], run_dir, member[1])
     train = config.train
     train = dataclasses.replace(
         train,
@@ -168,9 +177,8 @@ def load_policy(run_dir: str | Path, member: int | None = None, checkpoint: int 
     name or a path): its jitted `act` and what it acts in. Raises RunError (one line) for no run
     directory, a config this version cannot read (an unknown algorithm), no or a damaged
     checkpoint, or a member out of range."""
-    restored = restore(run_dir, checkpoint)
     index = 0 if member is None else member
-    restored.check_member(index, run_dir)
+    restored = restore(run_dir, checkpoint, member=(index, "member"))
     algorithm = restored.parts.algorithm
     train = restored.config.train
     agent, moments = restored.policy.agent, restored.policy.obs_moments

@@ -145,9 +145,14 @@ def test_bad_input_is_one_line_and_changes_nothing(finished, tmp_path, where, op
 
 @pytest.mark.slow
 def test_load_policy_refuses_a_member_out_of_range_and_a_run_without_checkpoints(finished, tmp_path):
+    """A member out of range is named before the checkpoints are looked at; a run without any
+    checkpoint says so."""
     with pytest.raises(rundir.RunError, match=r"member 5 is out of range: .* has 2 member\(s\), 0..1: 0 \(pbac, seed 0, chain\)"):
         load_policy(finished, member=5)
     empty = shutil.copytree(finished, tmp_path / "empty")
     shutil.rmtree(empty / "checkpoints")
     with pytest.raises(rundir.RunError, match="has no checkpoint"):
         load_policy(empty)
+    # The member is checked from the config before anything is built or read: no checkpoint needed
+    with pytest.raises(rundir.RunError, match=r"member 2 is out of range"):
+        load_policy(empty, member=2)

@@ -56,9 +56,8 @@ def main(argv: list[str]) -> None:
     overrides = tuple(f"{key}={value}" for key, value in _common.parse_overrides(args.set))
     _common.use_platform(args.platform, "--platform")
     try:
-        restored = policy.restore(args.run_dir, args.checkpoint, args.episodes, overrides)
-        if args.member is not None:
-            restored.check_member(args.member, args.run_dir, "--member")
+        member = None if args.member is None else (args.member, "--member")
+        restored = policy.restore(args.run_dir, args.checkpoint, args.episodes, overrides, member)
         result = policy.evaluate(restored)
     except rundir.RunError as error:
         raise SystemExit(f"error: {error}") from None

@@ -75,8 +75,7 @@ def main(argv: list[str]) -> None:
     overrides = tuple(f"{key}={value}" for key, value in _common.parse_overrides(args.set))
     _common.use_platform(args.platform, "--platform")
     try:
-        restored = policy.restore(args.run_dir, args.checkpoint, args.episodes, overrides)
-        restored.check_member(args.member, args.run_dir, "--member")
+        restored = policy.restore(args.run_dir, args.checkpoint, args.episodes, overrides, (args.member, "--member"))
         member = restored.members[args.member]
         env = video.mjx_env(restored.member_env(args.member), member.task)
         camera = video.camera_for(env, args.camera)

@@ -103,6 +103,22 @@ def camera_for(env: Any, camera: str | None) -> str:
     return camera
 
 
+def run_camera(run_dir: str | Path, camera: str) -> str:
+    """`camera` checked against the model of `run_dir`'s env from its config.json alone, before
+    any checkpoint is read or program built (a RunError names the run's cameras)."""
+    import envs
+    from mjx_pbac import rundir
+    from mjx_pbac.config import parse_overrides
+
+    config, _ = rundir.load_run_config(Path(run_dir))
+    train = config.train
+    try:
+        env, _ = envs.make_family(train.task_names, **parse_overrides(train.env_overrides))
+    except (ValueError, TypeError) as error:
+        raise RunError(str(error)) from None
+    return camera_for(mjx_env(env, train.task_names[0]), camera)
+
+
 def every_for(dt: float, fps: float) -> int:
     """Keep every n-th picture so that `fps` pictures a second show the episode in real time."""
     return max(1, round(1.0 / (dt * fps)))

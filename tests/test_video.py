@@ -178,7 +178,10 @@ def test_report_frames_adds_a_strip_per_task_beside_the_curves(hopper_run, tmp_p
 
 
 def test_bad_input_is_one_line_each(hopper_run, tmp_path, capfd):
+    # A camera is checked from the run's config before its checkpoint is looked for
+    unread = shutil.copytree(hopper_run, tmp_path / "unread", ignore=shutil.ignore_patterns(rundir.CHECKPOINTS))
     cases = [
+        ([str(unread), "--camera", "top"], r"unknown camera 'top'; this model's cameras: track, free"),
         ([str(tmp_path / "missing")], "no run directory .*missing"),
         ([str(hopper_run), "--member", "5"], r"--member 5 is out of range: .* has 2 member\(s\), 0..1"),
         ([str(hopper_run), "--camera", "top"], r"unknown camera 'top'; this model's cameras: track, free"),

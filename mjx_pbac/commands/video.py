@@ -75,6 +75,8 @@ def main(argv: list[str]) -> None:
     overrides = tuple(f"{key}={value}" for key, value in _common.parse_overrides(args.set))
     _common.use_platform(args.platform, "--platform")
     try:
+        if args.camera is not None:  # a wrong camera named before the restore's seconds
+            video.run_camera(args.run_dir, args.camera)
         restored = policy.restore(args.run_dir, args.checkpoint, args.episodes, overrides, (args.member, "--member"))
         member = restored.members[args.member]
         env = video.mjx_env(restored.member_env(args.member), member.task)

@@ -180,7 +180,7 @@ def parse_only(monkeypatch, tmp_path):
     import envs
     import envs.registry
     import envs.tools.benchmark
-    from mjx_pbac import commands, compilation_cache, devices, policy, probe, profiling, report, runner, table
+    from mjx_pbac import commands, compilation_cache, devices, policy, probe, profiling, report, runner, table, video
     from mjx_pbac.commands import _common
 
     def stop(*args, **kwargs):
@@ -189,7 +189,7 @@ def parse_only(monkeypatch, tmp_path):
     for module, name in [
         (runner, "train"), (profiling, "measure"), (profiling, "measure_seed_scaling"), (table, "run_table"),
         (report, "write_report"), (probe, "write_probe_report"), (envs.tools.benchmark, "run_benchmark"),
-        (policy, "restore"),
+        (policy, "restore"), (video, "run_camera"),
     ]:
         monkeypatch.setattr(module, name, stop)
     for module, name in [

@@ -62,7 +62,8 @@ source benchmarks/gpu/setup.sh
 # counts (docs/gpu/h200-20261128, latency-bound), so a GPU recipe buys gradient steps, and larger
 # batches, cheaply with few envs per seed; and more envs per seed bought little on the CPU (64 envs
 # at the recipe's 8 x 128: a mean of 1,169 at 6,000 vector steps against 1,006; 8 x 512 at 16 envs
-# 1,567). So, at the CPU recipe's 16 envs and 8 gradient steps per vector step: `cpu`, the CPU
+# 1,567), nor did twice the gradient steps (16 x 512: 1,098, 2026-12-02; so no ladder of them
+# here). So, at the CPU recipe's 16 envs and 8 gradient steps per vector step: `cpu`, the CPU
 # recipe as it is (batch 128, K = 5 of width 64, lr 1e-3; 5-seed IQM 1,846 at 288,000 env steps on
 # the CPU with this plain LayerNorm); `cpu_b512`, with 4x the batch; `n16_u8`, batch 512 with the
 # profile's networks and rates (K = 10 of width 256, lr 3e-4), which decides what `ant_delayed_fast`

@@ -243,8 +243,9 @@ def test_a_sigterm_during_a_chunk_that_outlasts_the_grace_stops_at_once(tmp_path
     time.sleep(1.0)
     signalled = time.perf_counter()
     process.send_signal(signal.SIGTERM)
-    code = process.wait(timeout=30)
-    assert time.perf_counter() - signalled < 5.0
+    code = process.wait(timeout=60)
+    # Far short of the hung chunk's 300 s; the bound leaves a loaded CI machine time to exit
+    assert time.perf_counter() - signalled < 30.0
     assert code == 128 + signal.SIGTERM, process.stderr.read()
     message = json.loads((run_dir / "summary.json").read_text())["message"]
     assert "stopped at once by SIGTERM after 2,000 env steps: it came while running a chunk" in message
@@ -271,7 +272,7 @@ def test_a_sigterm_during_a_first_chunk_waits_the_grace_then_stops_at_once(tmp_p
     code = process.wait(timeout=60)
     took = time.perf_counter() - signalled
     err = process.stderr.read()
-    assert code == 128 + signal.SIGTERM and 3.0 <= took < 10.0, (code, took, err)
+    assert code == 128 + signal.SIGTERM and 3.0 <= took < 30.0, (code, took, err)  # the grace, not the 300 s hang
     assert "its end is not known yet: waiting for it up to the 3 s grace" in err, err
     message = json.loads((run_dir / "summary.json").read_text())["message"]
     assert "stopped at once by SIGTERM after 1,000 env steps: the chunk it came during did not end within the 3 s grace" in message

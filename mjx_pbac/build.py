@@ -9,7 +9,7 @@ from typing import Any, NamedTuple
 import envs
 from mjx_pbac import algos, devices
 from mjx_pbac.algos import Algorithm
-from mjx_pbac.config import Member, RunConfig, expand_members, parse_overrides
+from mjx_pbac.config import Member, RunConfig, TrainConfig, expand_members, parse_overrides
 from mjx_pbac.devices import Layout
 from mjx_pbac.loop import Trainer, make_trainer, member_inputs
 
@@ -22,12 +22,19 @@ class Parts(NamedTuple):
     trainer: Trainer
 
 
+def make_env(train: TrainConfig) -> tuple[Any, list[Any]]:
+    """The run's env (its tasks as one env of one robot, with the run's env overrides) and each
+    task's constants; builds the model, compiles nothing. ValueError/TypeError/RuntimeError for
+    a bad env name, task or override."""
+    return envs.make_family(train.task_names, **parse_overrides(train.env_overrides))
+
+
 def assemble(config: RunConfig, member_configs: list[Any], donate: bool = True, mesh: Any = None, fuse_warmup: bool | None = None) -> Parts:
     """Env, algorithm over `member_configs` and jitted trainer of `config`; raises
     ValueError/TypeError for a bad env name, override or algorithm option. `mesh`, `donate` and
     `fuse_warmup` as `loop.make_trainer`'s."""
     train = config.train
-    env, params = envs.make_family(train.task_names, **parse_overrides(train.env_overrides))
+    env, params = make_env(train)
     algorithm = algos.make(config.algo, member_configs, env.observation_size, env.action_size)
     trainer = make_trainer(train, env, algorithm, donate=donate, mesh=mesh, fuse_warmup=fuse_warmup)
     return Parts(env, list(params), algorithm, trainer)

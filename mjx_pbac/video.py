@@ -106,17 +106,14 @@ def camera_for(env: Any, camera: str | None) -> str:
 def run_camera(run_dir: str | Path, camera: str) -> str:
     """`camera` checked against the model of `run_dir`'s env from its config.json alone, before
     any checkpoint is read or program built (a RunError names the run's cameras)."""
-    import envs
-    from mjx_pbac import rundir
-    from mjx_pbac.config import parse_overrides
+    from mjx_pbac import build, rundir
 
     config, _ = rundir.load_run_config(Path(run_dir))
-    train = config.train
     try:
-        env, _ = envs.make_family(train.task_names, **parse_overrides(train.env_overrides))
-    except (ValueError, TypeError) as error:
+        env, _ = build.make_env(config.train)
+    except (ValueError, TypeError, RuntimeError) as error:
         raise RunError(str(error)) from None
-    return camera_for(mjx_env(env, train.task_names[0]), camera)
+    return camera_for(mjx_env(env, config.train.task_names[0]), camera)
 
 
 def every_for(dt: float, fps: float) -> int:

@@ -64,11 +64,11 @@ def use_platform(platform: str, option: str = "--train.platform") -> None:
 
 def check_env(config: RunConfig) -> None:
     """Fails fast, before any compile, on a bad env name, env override, task or sweep value."""
-    import envs
-    from mjx_pbac.config import expand_members, parse_overrides as parse
+    from mjx_pbac import build
+    from mjx_pbac.config import expand_members
 
     try:
-        envs.make_family(config.train.task_names, **parse(config.train.env_overrides))
+        build.make_env(config.train)
         # The sweep and task values are checked on one seed's members: a million seeds are the
         # memory estimate's to refuse (runner.train), not a list to build here.
         expand_members(dataclasses.replace(config, train=dataclasses.replace(config.train, num_seeds=1)))

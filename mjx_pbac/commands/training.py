@@ -90,14 +90,14 @@ def _with_task_profiles(config: RunConfig, rest: list[str], prog: str) -> RunCon
     """`config` whose extra tasks (`--tasks`) take the sweepable knobs of their own profiles
     (with the same command-line options), e.g. ant_very_delayed's prior variance 5.0; prints
     what it set. Tasks without a profile keep the run's values."""
-    import envs
-    from mjx_pbac.config import merge_task_configs, parse_overrides as parse, profile_names
+    from mjx_pbac import build
+    from mjx_pbac.config import merge_task_configs, profile_names
 
     tasks = [task for task in config.train.tasks if task in profile_names()]
     if not tasks:
         return config
     try:  # the tasks must share one robot before their profiles are compared
-        envs.make_family(config.train.task_names, **parse(config.train.env_overrides))
+        build.make_env(config.train)
     except (ValueError, TypeError, RuntimeError) as error:
         raise SystemExit(f"error: {error}") from None
     # What is trained (env, tasks and per-task values) stays this run's; the options apply alike.

@@ -5,7 +5,7 @@
 #
 # On a lent GPU, one device call (`carry: [".whl"]`, timeout_s 600):
 #   COMMIT=<hash> LIMIT=540 bash benchmarks/gpu/tune.sh               # every candidate of the block below
-#   ONLY="cpu cpu_b512" PARALLEL=1 COMMIT=<hash> bash benchmarks/gpu/tune.sh   # two of them, one after the other
+#   ONLY="cpu_b1024 cpu_b2048" PARALLEL=1 COMMIT=<hash> bash benchmarks/gpu/tune.sh   # two of them, one after the other
 # Here on the CPU, the same commands at tiny sizes (tests/test_gpu_scripts.py runs it):
 #   DRY_RUN=1 bash benchmarks/gpu/tune.sh
 #
@@ -67,14 +67,21 @@ source benchmarks/gpu/setup.sh
 # recipe as it is (batch 128, K = 5 of width 64, lr 1e-3; 5-seed IQM 1,846 at 288,000 env steps on
 # the CPU with this plain LayerNorm); `cpu_b512`, with 4x the batch; `n16_u8`, batch 512 with the
 # profile's networks and rates (K = 10 of width 256, lr 3e-4), which decides what `ant_delayed_fast`
-# becomes. They evaluate every 48,000 env steps per seed (~50 s of GPU time between evaluations,
-# estimated). The three share their sizes, spelled out in each line so that candidates.json records
-# each candidate's whole options. Round 2's u8, n256 and n256_u8 (one gradient step per 128, 64 and
-# 32 env steps) are left out.
+# becomes. Then (2026-12-02) 8 x 1,024 on the CPU: a mean of 2,405 at 96,000 env steps against
+# 8 x 512's 1,567 (859 against 411 at 48,000; every seed above 8 x 512's highest), above where
+# 8 x 512 levelled off by 288,000 (2,205). So `cpu_b1024` and `cpu_b2048` continue the batch
+# ladder, whose gradient steps of width 64 are latency-bound on a GPU; the next slot:
+# ONLY="cpu_b1024 cpu_b2048" PARALLEL=2. `cpu` and `cpu_b512` (the same options at batch 128 and
+# 512) left the block then, so that it stays at four candidates (the dry run trains each); both are
+# measured on the CPU, and a later round can put them back to anchor the GPU's curves. All but
+# `base` evaluate every 48,000 env steps per seed (~50 s of GPU time between evaluations,
+# estimated) and share their sizes, spelled out in each line so that candidates.json records each
+# candidate's whole options. Round 2's u8, n256 and n256_u8 (one gradient step per 128, 64 and 32
+# env steps) are left out.
 CANDIDATES=(
   "base|"
-  "cpu|--train.num-envs 16 --train.warmup-steps 8000 --train.chunk-steps 16000 --train.eval-interval 48000 --train.updates-per-step 8 --train.batch-size 128 --pbac.num-critics 5 --pbac.hidden-sizes 64 64 --pbac.critic-lr 1e-3 --pbac.actor-lr 1e-3 --pbac.alpha-lr 1e-3"
-  "cpu_b512|--train.num-envs 16 --train.warmup-steps 8000 --train.chunk-steps 16000 --train.eval-interval 48000 --train.updates-per-step 8 --train.batch-size 512 --pbac.num-critics 5 --pbac.hidden-sizes 64 64 --pbac.critic-lr 1e-3 --pbac.actor-lr 1e-3 --pbac.alpha-lr 1e-3"
+  "cpu_b1024|--train.num-envs 16 --train.warmup-steps 8000 --train.chunk-steps 16000 --train.eval-interval 48000 --train.updates-per-step 8 --train.batch-size 1024 --pbac.num-critics 5 --pbac.hidden-sizes 64 64 --pbac.critic-lr 1e-3 --pbac.actor-lr 1e-3 --pbac.alpha-lr 1e-3"
+  "cpu_b2048|--train.num-envs 16 --train.warmup-steps 8000 --train.chunk-steps 16000 --train.eval-interval 48000 --train.updates-per-step 8 --train.batch-size 2048 --pbac.num-critics 5 --pbac.hidden-sizes 64 64 --pbac.critic-lr 1e-3 --pbac.actor-lr 1e-3 --pbac.alpha-lr 1e-3"
   "n16_u8|--train.num-envs 16 --train.warmup-steps 8000 --train.chunk-steps 16000 --train.eval-interval 48000 --train.updates-per-step 8 --train.batch-size 512"
 )
 # ===============================================================================================

@@ -69,8 +69,9 @@ source benchmarks/gpu/setup.sh
 # profile's networks and rates (K = 10 of width 256, lr 3e-4), which decides what `ant_delayed_fast`
 # becomes. Then (2026-12-02) 8 x 1,024 on the CPU: a mean of 2,405 at 96,000 env steps against
 # 8 x 512's 1,567 (859 against 411 at 48,000; every seed above 8 x 512's highest), above where
-# 8 x 512 levelled off by 288,000 (2,205), 2,579 at 144,000 and 3,088 at 288,000 (IQM 2,989), level
-# near 3,000 from 240,000: each doubling raised the level. So `cpu_b1024` and `cpu_b2048`
+# 8 x 512 levelled off by 288,000 (2,205). Resumed, 8 x 1,024 itself levelled off near 3,000 from
+# 240,000 on (mean 3,088 and IQM 2,989 at 288,000): each doubling of the batch raised the level the
+# curve settles at. So `cpu_b1024` and `cpu_b2048`
 # continue the batch ladder, whose gradient steps of width 64 are latency-bound on a GPU; the next slot:
 # ONLY="cpu_b1024 cpu_b2048" PARALLEL=2. `cpu` and `cpu_b512` (the same options at batch 128 and
 # 512) left the block then, so that it stays at four candidates (the dry run trains each); both are

@@ -71,7 +71,8 @@ source benchmarks/gpu/setup.sh
 # 8 x 512's 1,567 (859 against 411 at 48,000; every seed above 8 x 512's highest), above where
 # 8 x 512 levelled off by 288,000 (2,205). Resumed, 8 x 1,024 itself levelled off near 3,000 from
 # 240,000 on (mean 3,088 and IQM 2,989 at 288,000): each doubling of the batch raised the level the
-# curve settles at. So `cpu_b1024` and `cpu_b2048`
+# curve settles at. 8 x 2,048 on the CPU did not repeat the gain at 48,000 (mean 591 against 859,
+# 3 seeds; its level untested there). So `cpu_b1024` and `cpu_b2048`
 # continue the batch ladder, whose gradient steps of width 64 are latency-bound on a GPU; the next slot:
 # ONLY="cpu_b1024 cpu_b2048" PARALLEL=2. `cpu` and `cpu_b512` (the same options at batch 128 and
 # 512) left the block then, so that it stays at four candidates (the dry run trains each); both are

@@ -455,9 +455,12 @@ def test_a_method_without_success_rates_reports_its_task_by_return(tmp_path, suc
 TTS_STEPS = [0, 10_000, 20_000, 30_000]
 
 
-def write_timed_run(run_dir: Path, task: str, label: str, returns: list[list[float]], wall: list, train: list, seeds=None) -> Path:
+def write_timed_run(
+    run_dir: Path, task: str, label: str, returns: list[list[float]], wall: list, train: list, seeds=None, num_envs=None
+) -> Path:
     """A run directory whose eval rows carry the runner's clocks: returns[seed][point]; wall[p] and
-    train[p] (None: a row written before the clocks existed, so it has neither)."""
+    train[p] (None: a row written before the clocks existed, so it has neither); `num_envs`, the
+    config's envs per seed (None: not said)."""
     run_dir.mkdir(parents=True)
     members, records = [], []
     for position, curve in enumerate(returns):
@@ -471,7 +474,8 @@ def write_timed_run(run_dir: Path, task: str, label: str, returns: list[list[flo
             if wall_s is not None:
                 record.update(wall_s=wall_s, train_s=train_s)
             records.append(record)
-    config = {"profile": "test", "algorithm": label, "config": {"train": {"env": task}}, "members": members}
+    train_section = {"env": task} if num_envs is None else {"env": task, "num_envs": num_envs}
+    config = {"profile": "test", "algorithm": label, "config": {"train": train_section}, "members": members}
     (run_dir / "config.json").write_text(json.dumps(config))
     (run_dir / "eval.jsonl").write_text("".join(json.dumps(record) + "\n" for record in records))
     (run_dir / "summary.json").write_text(json.dumps({"status": "finished", "message": ""}))
@@ -547,6 +551,40 @@ def test_time_to_score_of_a_success_task_is_the_mean_success_rate(tmp_path, succ
     assert rows["pbac"].wall_s is None  # these logs carry no clock
 
 
+def test_vector_steps_axis_divides_env_steps_by_each_runs_envs_per_seed(tmp_path, monkeypatch):
+    """`--x vector` draws each method at env steps / its runs' envs per seed, so a 64-env recipe
+    and a 16-env one meet at equal vector steps (equal GPU cost where the physics is
+    latency-bound); a method whose seeds' runs differ in envs per seed, or whose logs do not say,
+    cannot be placed: it is left out and named in the legend's title."""
+    drawn = []
+    save = matplotlib.figure.Figure.savefig
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", lambda figure, *a, **k: (drawn.append(figure), save(figure, *a, **k))[1])
+    clocks = ([1.0, 2.0, 3.0, 4.0], [0.0, 1.0, 2.0, 3.0])
+    curves = [[0, 100, 200, 300]] * 2
+    n16 = write_timed_run(tmp_path / "n16", "ant_delayed", "pbac", curves, *clocks, num_envs=16)
+    n64 = write_timed_run(tmp_path / "n64", "ant_delayed", "pbac", curves, *clocks, num_envs=64)
+    mixed = write_timed_run(tmp_path / "mixed", "ant_delayed", "sac", curves, *clocks, num_envs=32)
+    other = write_timed_run(tmp_path / "other", "ant_delayed", "sac", curves, *clocks, seeds=[2, 3], num_envs=8)
+    old = write_timed_run(tmp_path / "old", "ant_delayed", "td3", curves, *clocks)
+    loaded = report.load_runs([n16, n64, old], by_run=True)
+    assert [loaded.get("ant_delayed", m).num_envs for m in ("n16/pbac", "n64/pbac", "old/td3")] == [16, 64, None]
+    (path,) = report.plot_curves(loaded, tmp_path / "by_run", x="vector")
+    assert path.name == "curves_vector_ant_delayed.png" and path.read_bytes()[:8] == PNG_SIGNATURE
+    axes = drawn[-1].axes[0]
+    lines = {line.get_label().split(" (")[0]: line.get_xdata() for line in axes.lines}
+    np.testing.assert_allclose(lines["n16/pbac"], np.array(TTS_STEPS) / 16)
+    np.testing.assert_allclose(lines["n64/pbac"], np.array(TTS_STEPS) / 64)
+    assert "old/td3" not in lines and axes.get_xlabel().startswith("vector steps per seed")
+    assert axes.get_legend().get_title().get_text() == "envs per seed unknown or differing: old/td3"
+    # Seeds of one method from runs of 32 and 8 envs per seed have no common vector step.
+    combined = report.load_runs([mixed, other])
+    assert combined.get("ant_delayed", "sac").num_envs is None and len(combined.get("ant_delayed", "sac").seeds) == 4
+    report.plot_curves(combined, tmp_path / "combined", x="vector")  # nothing to draw: the axes say why
+    axes = drawn[-1].axes[0]
+    assert not axes.lines and axes.get_legend() is None
+    assert [text.get_text() for text in axes.texts] == ["envs per seed unknown or differing: sac"]
+
+
 def test_parse_scores_and_the_report_command_line(tmp_path, capsys):
     assert report.parse_scores(["700"]) == {None: 700.0}
     assert report.parse_scores(["cartpole_swingup_sparse=700", "reacher_hard=8e2"]) == {"cartpole_swingup_sparse": 700.0, "reacher_hard": 800.0}
@@ -561,11 +599,14 @@ def test_parse_scores_and_the_report_command_line(tmp_path, capsys):
 
     run = write_timed_run(tmp_path / "pbac", "cartpole_swingup_sparse", "pbac", CARTPOLE_PBAC, [4.0, 70.0, 130.0, 190.0], [0.0, 50.0, 100.0, 150.0])
     out = tmp_path / "out"
-    assert cli.run(["report", str(run), "--out", str(out), "--x", "steps", "wall", "train", "--score-fraction", "0.9", "1.0"]) == 0
+    assert cli.run(["report", str(run), "--out", str(out), "--x", "steps", "vector", "wall", "train", "--score-fraction", "0.9", "1.0"]) == 0
     printed = capsys.readouterr().out
     assert "cartpole_swingup_sparse / pbac: score 706.5 (0.9 x paper PBAC final 785) reached at 10,000 env steps, 1.2 min wall-clock" in printed
     names = sorted(path.name for path in out.glob("*.png"))
-    assert names == ["curves_cartpole_swingup_sparse.png", "curves_train_cartpole_swingup_sparse.png", "curves_wall_cartpole_swingup_sparse.png"]
+    assert names == [
+        "curves_cartpole_swingup_sparse.png", "curves_train_cartpole_swingup_sparse.png", "curves_vector_cartpole_swingup_sparse.png",
+        "curves_wall_cartpole_swingup_sparse.png",
+    ]
     markdown = (out / "results.md").read_text()
     assert "| cartpole_swingup_sparse | pbac | 5 | 785 (paper PBAC final) | 20,000 | 2.2 min | 1.7 min |" in markdown
     records = json.loads((out / "time_to_score.json").read_text())

@@ -37,9 +37,10 @@ class Args:
     """Training phases (panels) per exploration picture."""
     member: int | None = None
     """Draw only this member in the exploration pictures (default: all, coloured by member)."""
-    x: tuple[Literal["steps", "wall", "train"], ...] = ("steps",)
-    """The curves' x axes, one figure per task each: env steps, the run's wall-clock (compiles and
-    evaluations included) or its training time, in minutes; e.g. `--x steps wall`."""
+    x: tuple[Literal["steps", "vector", "wall", "train"], ...] = ("steps",)
+    """The curves' x axes, one figure per task each: env steps, vector steps per seed (env steps /
+    envs per seed: runs with other env counts at equal GPU cost), the run's wall-clock (compiles
+    and evaluations included) or its training time, in minutes; e.g. `--x steps wall`."""
     score: tuple[str, ...] = ()
     """Scores of the time-to-score table: NUMBER for every task, or TASK=NUMBER (repeatable in one
     list); default: the paper's PBAC final value on each task (`mjx_pbac/paper.py`)."""

@@ -19,8 +19,15 @@ from mjx_pbac import rundir, stats
 from mjx_pbac.report.runs import Curves, MethodCurves, PathLike
 from mjx_pbac.report.scores import _iqm_band
 
-CLOCKS = {"steps": "env steps", "wall": "wall-clock (min)", "train": "training time (min)"}
-"""The x axes a curve can be drawn against (`plot_curves`): env steps, or one of a run's clocks
+CLOCKS = {
+    "steps": "env steps",
+    "vector": "vector steps per seed (env steps / envs per seed)",
+    "wall": "wall-clock (min)",
+    "train": "training time (min)",
+}
+"""The x axes a curve can be drawn against (`plot_curves`): env steps; vector steps, the env steps
+each seed's batch of instances took together (what a GPU's wall-clock follows where the physics is
+latency-bound, so recipes with other env counts compare at equal cost); or one of a run's clocks
 (eval rows' `wall_s`, `train_s`; `mjx_pbac.records.Clocks`)."""
 CURVES_SIZE = (6.4, 4.2)
 """A curve figure's width and height in inches (saved at 110 dpi), before a legend under the axes."""
@@ -44,11 +51,14 @@ def _mean_std_band(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarr
 
 
 def _x_values(entry: MethodCurves, x: str) -> np.ndarray | None:
-    """[P] where each evaluation point of `entry` lies on axis `x` (`CLOCKS`): env steps, or the
-    latest seed's clock in minutes (NaN where a seed's is unknown); None when the logs carry no
-    clock."""
+    """[P] where each evaluation point of `entry` lies on axis `x` (`CLOCKS`): env steps, vector
+    steps (env steps / the runs' envs per seed), or the latest seed's clock in minutes (NaN where a
+    seed's is unknown); None when the logs carry no clock or the seeds' runs differ in envs per
+    seed."""
     if x == "steps":
         return entry.env_steps.astype(np.float64)
+    if x == "vector":
+        return None if entry.num_envs is None else entry.env_steps / float(entry.num_envs)
     values = entry.wall_s if x == "wall" else entry.train_s
     if values is None:
         return None
@@ -66,9 +76,11 @@ def plot_curves(
     for a success task (`Curves.success_tasks`, Meta-World; out_dir/success_<task>.png, the
     paper's success rate curves) per method the mean success rate across seeds and a ± std band.
 
-    x is env steps, or with `x` "wall" / "train" the run's wall-clock / training time in minutes
-    (files curves_wall_<task>.png, curves_train_<task>.png; methods whose logs carry no clock are
-    left out and named in the legend's title). `scores` (task -> values) draws each task's scores
+    x is env steps, or with `x` "vector" the vector steps per seed (env steps / envs per seed;
+    curves_vector_<task>.png), or "wall" / "train" the run's wall-clock / training time in minutes
+    (curves_wall_<task>.png, curves_train_<task>.png). Methods the axis cannot place (no clock in
+    their logs; seeds from runs with other envs per seed) are left out and named in the legend's
+    title. `scores` (task -> values) draws each task's scores
     as dashed lines."""
     if x not in CLOCKS:
         raise ValueError(f"unknown x axis {x!r}; valid: {', '.join(CLOCKS)}")
@@ -80,7 +92,7 @@ def plot_curves(
         success = task in success_tasks
         figure = Figure(figsize=CURVES_SIZE, layout="constrained")
         axes = figure.add_subplot()
-        untimed = []
+        left_out = []
         drawn = 0
         for method in curves.methods:
             entry = curves.get(task, method)
@@ -88,7 +100,7 @@ def plot_curves(
                 continue
             xs = _x_values(entry, x)
             if xs is None:
-                untimed.append(method)
+                left_out.append(method)
                 continue
             if success:
                 middle, lower, upper = _mean_std_band(entry.success)
@@ -109,9 +121,12 @@ def plot_curves(
         else:
             axes.set_ylabel("evaluation return")
         axes.grid(alpha=0.3)
-        title = f"no clock in the logs: {', '.join(untimed)}" if untimed else None
+        reason = "envs per seed unknown or differing" if x == "vector" else "no clock in the logs"
+        title = f"{reason}: {', '.join(left_out)}" if left_out else None
         entries = len(axes.get_legend_handles_labels()[1])
-        if entries <= LEGEND_INSIDE:
+        if not entries:  # nothing this axis could place: say why in the empty axes, not in an empty legend
+            axes.text(0.5, 0.5, title or "no curves", transform=axes.transAxes, ha="center", va="center", wrap=True)
+        elif entries <= LEGEND_INSIDE:
             axes.legend(title=title, title_fontsize=8)
         else:  # a legend that would hide the curves goes under the axes, and the figure grows to hold it
             figure.set_figheight(CURVES_SIZE[1] + 0.18 * -(-entries // 2))  # 0.18 in per row of two

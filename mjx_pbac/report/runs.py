@@ -67,6 +67,10 @@ class MethodCurves:
     carry none (logs from before the clocks existed); None when no point carries one."""
     train_s: np.ndarray | None = None
     """[S, P] the same in training seconds (eval rows' `train_s`: the training chunks alone)."""
+    num_envs: int | None = None
+    """Env instances per seed (config.json's `train.num_envs`) shared by every seed's run, so that
+    `env_steps / num_envs` are the vector steps each seed took; None when the runs differ in it or
+    do not say."""
 
     def final_success(self) -> dict[int, float]:
         """Seed -> success rate at the last evaluation point (paper Table 2 (a))."""
@@ -136,6 +140,7 @@ class _SeedCurve:
     success: np.ndarray | None = None
     wall_s: np.ndarray | None = None
     train_s: np.ndarray | None = None
+    num_envs: int | None = None
 
 
 def _load_run(run_dir: Path, notes: list[str], by_run: bool = False) -> list[_SeedCurve]:
@@ -145,7 +150,9 @@ def _load_run(run_dir: Path, notes: list[str], by_run: bool = False) -> list[_Se
     try:
         task = str(record["config"]["train"]["env"])
         members = {int(member["index"]): member for member in record["members"]}
-    except (KeyError, TypeError) as error:
+        num_envs = record["config"]["train"].get("num_envs")
+        num_envs = None if num_envs is None else int(num_envs)
+    except (KeyError, TypeError, ValueError) as error:
         raise ValueError(
             f"{run_dir}/config.json lacks config.train.env or members[index, seed, label] ({error!r})"
         ) from None
@@ -210,7 +217,7 @@ def _load_run(run_dir: Path, notes: list[str], by_run: bool = False) -> list[_Se
         curves.append(
             _SeedCurve(
                 member_task, method, int(member["seed"]), str(run_dir), index, steps, returns,
-                status or "no summary", member_success, wall, train,
+                status or "no summary", member_success, wall, train, num_envs,
             )
         )
     return curves
@@ -305,6 +312,7 @@ def load_runs(run_dirs: PathLike | Iterable[PathLike], by_run: bool = False) -> 
             lacking = [curve.seed for curve in seed_curves if curve.success is None]
             notes.append(f"{task} / {method}: seeds {lacking} carry no success rate; the method is reported by return")
         timed = any(curve.wall_s is not None for curve in seed_curves)
+        envs = {curve.num_envs for curve in seed_curves}
 
         def clock(curve: _SeedCurve, name: str) -> np.ndarray:
             values = getattr(curve, name)
@@ -321,6 +329,7 @@ def load_runs(run_dirs: PathLike | Iterable[PathLike], by_run: bool = False) -> 
             success=np.stack([curve.success for curve in seed_curves]) if all(with_success) else None,
             wall_s=np.stack([clock(curve, "wall_s") for curve in seed_curves]) if timed else None,
             train_s=np.stack([clock(curve, "train_s") for curve in seed_curves]) if timed else None,
+            num_envs=envs.pop() if len(envs) == 1 else None,
         )
     if mismatches:
         raise ValueError("\n".join(mismatches))

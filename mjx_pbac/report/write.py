@@ -40,7 +40,7 @@ def write_report(
     """Writes results.md (the tables, the time-to-score table, notes, figure links), results.tex,
     time_to_score.json (`time_to_score` with `scores` and `score_fractions`), the curves against
     each axis of `x` (`plot_curves`: "steps" curves_<task>.png, a success task
-    success_<task>.png; "wall", "train" curves_wall_<task>.png, ...; the scores drawn as dashed
+    success_<task>.png; "vector", "wall", "train" curves_vector_<task>.png, ...; the scores drawn as dashed
     lines) and, when `exploration` is given (an ExplorationPlot or a dict of its fields),
     exploration.png; a list of them gives exploration_<i>_<task>.png each (and a list under
     "exploration"). `by_run`: methods named RUN/LABEL, one per run directory (`load_runs`).

@@ -5,7 +5,7 @@
 #
 # On a lent GPU, one device call (`carry: [".whl"]`, timeout_s 600):
 #   COMMIT=<hash> LIMIT=540 bash benchmarks/gpu/tune.sh               # every candidate of the block below
-#   ONLY="cpu_b1024 cpu_b2048" PARALLEL=1 COMMIT=<hash> bash benchmarks/gpu/tune.sh   # two of them, one after the other
+#   ONLY="cpu_b1024 n64_b1024" PARALLEL=1 COMMIT=<hash> bash benchmarks/gpu/tune.sh   # two of them, one after the other
 # Here on the CPU, the same commands at tiny sizes (tests/test_gpu_scripts.py runs it):
 #   DRY_RUN=1 bash benchmarks/gpu/tune.sh
 #
@@ -72,19 +72,23 @@ source benchmarks/gpu/setup.sh
 # 8 x 512 levelled off by 288,000 (2,205). Resumed, 8 x 1,024 itself levelled off near 3,000 from
 # 240,000 on (mean 3,088 and IQM 2,989 at 288,000): each doubling of the batch raised the level the
 # curve settles at. 8 x 2,048 on the CPU did not repeat the gain at 48,000 (mean 591 against 859,
-# 3 seeds; its level untested there). So `cpu_b1024` and `cpu_b2048`
-# continue the batch ladder, whose gradient steps of width 64 are latency-bound on a GPU; the next slot:
-# ONLY="cpu_b1024 cpu_b2048" PARALLEL=2. `cpu` and `cpu_b512` (the same options at batch 128 and
-# 512) left the block then, so that it stays at four candidates (the dry run trains each); both are
-# measured on the CPU, and a later round can put them back to anchor the GPU's curves. All but
-# `base` evaluate every 48,000 env steps per seed (~50 s of GPU time between evaluations,
-# estimated) and share their sizes, spelled out in each line so that candidates.json records each
+# 3 seeds), and its CPU run could not go on. Then (2026-12-02) 64 envs per seed at 8 x 1,024: a
+# mean of 1,907 at 3,000 vector steps (192,000 env steps) against 16 envs' 859, and 2,326 at 4,500,
+# so at this batch 4x the envs (nearly free on a GPU, where a vector step's physics is
+# latency-bound) learned more per vector step, unlike at batch 128. So `cpu_b1024` (16 envs) beside
+# `n64_b1024` (64 envs, its evaluations and chunks at the same vector steps), which took
+# `cpu_b2048`'s place; the next slot: ONLY="cpu_b1024 n64_b1024" PARALLEL=2. `cpu_b2048`,
+# `cpu` and `cpu_b512` (the same options at batch 2,048, 128 and
+# 512) left the block, so that it stays at four candidates (the dry run trains each); all three
+# are measured on the CPU, and a later round can put them back to anchor the GPU's curves. All but
+# `base` evaluate every 3,000 vector steps per seed (48,000 env steps at 16 envs, 192,000 at 64;
+# ~50 s of GPU time between evaluations, estimated) and share their other sizes, spelled out in each line so that candidates.json records each
 # candidate's whole options. Round 2's u8, n256 and n256_u8 (one gradient step per 128, 64 and 32
 # env steps) are left out.
 CANDIDATES=(
   "base|"
   "cpu_b1024|--train.num-envs 16 --train.warmup-steps 8000 --train.chunk-steps 16000 --train.eval-interval 48000 --train.updates-per-step 8 --train.batch-size 1024 --pbac.num-critics 5 --pbac.hidden-sizes 64 64 --pbac.critic-lr 1e-3 --pbac.actor-lr 1e-3 --pbac.alpha-lr 1e-3"
-  "cpu_b2048|--train.num-envs 16 --train.warmup-steps 8000 --train.chunk-steps 16000 --train.eval-interval 48000 --train.updates-per-step 8 --train.batch-size 2048 --pbac.num-critics 5 --pbac.hidden-sizes 64 64 --pbac.critic-lr 1e-3 --pbac.actor-lr 1e-3 --pbac.alpha-lr 1e-3"
+  "n64_b1024|--train.num-envs 64 --train.warmup-steps 8000 --train.chunk-steps 64000 --train.eval-interval 192000 --train.updates-per-step 8 --train.batch-size 1024 --pbac.num-critics 5 --pbac.hidden-sizes 64 64 --pbac.critic-lr 1e-3 --pbac.actor-lr 1e-3 --pbac.alpha-lr 1e-3"
   "n16_u8|--train.num-envs 16 --train.warmup-steps 8000 --train.chunk-steps 16000 --train.eval-interval 48000 --train.updates-per-step 8 --train.batch-size 512"
 )
 # ===============================================================================================

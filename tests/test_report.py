@@ -583,6 +583,10 @@ def test_vector_steps_axis_divides_env_steps_by_each_runs_envs_per_seed(tmp_path
     axes = drawn[-1].axes[0]
     assert not axes.lines and axes.get_legend() is None
     assert [text.get_text() for text in axes.texts] == ["envs per seed unknown or differing: sac"]
+    # A malformed env count is refused, naming the field, before anything is drawn.
+    bad = write_timed_run(tmp_path / "bad", "ant_delayed", "pbac", curves, *clocks, num_envs=0)
+    with pytest.raises(ValueError, match=r"bad/config.json: config.train.num_envs is 0; it must be a positive integer"):
+        report.load_runs([bad])
 
 
 def test_parse_scores_and_the_report_command_line(tmp_path, capsys):

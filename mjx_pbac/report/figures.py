@@ -80,7 +80,7 @@ def plot_curves(
     curves_vector_<task>.png), or "wall" / "train" the run's wall-clock / training time in minutes
     (curves_wall_<task>.png, curves_train_<task>.png). Methods the axis cannot place (no clock in
     their logs; seeds from runs with other envs per seed) are left out and named in the legend's
-    title. `scores` (task -> values) draws each task's scores
+    title (in the axes, when nothing is drawn). `scores` (task -> values) draws each task's scores
     as dashed lines."""
     if x not in CLOCKS:
         raise ValueError(f"unknown x axis {x!r}; valid: {', '.join(CLOCKS)}")

@@ -151,11 +151,12 @@ def _load_run(run_dir: Path, notes: list[str], by_run: bool = False) -> list[_Se
         task = str(record["config"]["train"]["env"])
         members = {int(member["index"]): member for member in record["members"]}
         num_envs = record["config"]["train"].get("num_envs")
-        num_envs = None if num_envs is None else int(num_envs)
-    except (KeyError, TypeError, ValueError) as error:
+    except (KeyError, TypeError, AttributeError) as error:
         raise ValueError(
             f"{run_dir}/config.json lacks config.train.env or members[index, seed, label] ({error!r})"
         ) from None
+    if num_envs is not None and (isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1):
+        raise ValueError(f"{run_dir}/config.json: config.train.num_envs is {num_envs!r}; it must be a positive integer")
 
     points: dict[int, dict[int, float]] = {index: {} for index in members}
     success: dict[int, dict[int, float]] = {index: {} for index in members}

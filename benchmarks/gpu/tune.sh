@@ -85,8 +85,8 @@ source benchmarks/gpu/setup.sh
 # ~50 s of GPU time between evaluations, estimated) and share their other sizes, spelled out in each line so that candidates.json records each
 # candidate's whole options. Round 2's u8, n256 and n256_u8 (one gradient step per 128, 64 and 32
 # env steps) are left out. Tried at 8 x 1,024 on the CPU (2026-12-03) and left out, each behind by 96,000
-# env steps: width 128, LayerNorm's scale and bias, K = 10, lr 3e-4; and tau 0.05, which did not learn by 48,000
-# (docs/fast_training.md).
+# env steps: width 128, LayerNorm's scale and bias, K = 10, lr 3e-4; tau 0.05, which did not learn by 48,000;
+# a starting alpha of 0.001, behind at 48,000 (docs/fast_training.md).
 CANDIDATES=(
   "base|"
   "cpu_b1024|--train.num-envs 16 --train.warmup-steps 8000 --train.chunk-steps 16000 --train.eval-interval 48000 --train.updates-per-step 8 --train.batch-size 1024 --pbac.num-critics 5 --pbac.hidden-sizes 64 64 --pbac.critic-lr 1e-3 --pbac.actor-lr 1e-3 --pbac.alpha-lr 1e-3"

@@ -5,7 +5,7 @@
 #
 # On a lent GPU, one device call (`carry: [".whl"]`, timeout_s 600):
 #   COMMIT=<hash> LIMIT=540 bash benchmarks/gpu/tune.sh               # every candidate of the block below
-#   ONLY="cpu_b1024 n64_b1024" PARALLEL=1 COMMIT=<hash> bash benchmarks/gpu/tune.sh   # two of them, one after the other
+#   ONLY="cpu_b1024 w128_b1024" PARALLEL=1 COMMIT=<hash> bash benchmarks/gpu/tune.sh   # two of them, one after the other
 # Here on the CPU, the same commands at tiny sizes (tests/test_gpu_scripts.py runs it):
 #   DRY_RUN=1 bash benchmarks/gpu/tune.sh
 #
@@ -77,7 +77,7 @@ source benchmarks/gpu/setup.sh
 # so at this batch 4x the envs (nearly free on a GPU, where a vector step's physics is
 # latency-bound) learned more per vector step, unlike at batch 128. So `cpu_b1024` (16 envs) beside
 # `n64_b1024` (64 envs, its evaluations and chunks at the same vector steps), which took
-# `cpu_b2048`'s place; the next slot: ONLY="cpu_b1024 n64_b1024" PARALLEL=2. `cpu_b2048`,
+# `cpu_b2048`'s place (that slot's pair, until width 128 below). `cpu_b2048`,
 # `cpu` and `cpu_b512` (the same options at batch 2,048, 128 and
 # 512) left the block, so that it stays at four candidates (the dry run trains each); all three
 # are measured on the CPU, and a later round can put them back to anchor the GPU's curves. All but
@@ -86,12 +86,19 @@ source benchmarks/gpu/setup.sh
 # candidate's whole options. Round 2's u8, n256 and n256_u8 (one gradient step per 128, 64 and 32
 # env steps) are left out. Tried at 8 x 1,024 on the CPU (2026-12-03) and left out, each behind by 96,000
 # env steps: width 128, LayerNorm's scale and bias, K = 10, lr 3e-4; tau 0.05, which did not learn by 48,000;
-# a starting alpha of 0.001, behind at 48,000 (docs/fast_training.md).
+# a starting alpha of 0.001, behind at 48,000 (docs/fast_training.md). Then (2026-12-03) width 128,
+# resumed: level with width 64 in the mean at 144,000 (2,616 against 2,579), above it at 192,000
+# (3,056 against 2,889; IQM 2,421 against 2,954), one seed's whole episodes at 4,228 and 4,327
+# where no width-64 seed passed 3,373 to 288,000: width 64's level near 3,000 is
+# the speed of its gait, below the target's 4,624. So `w128_b1024` (`cpu_b1024` at width 128) took
+# `n16_u8`'s place (its K = 10, lr 3e-4 and batch 512 each learned less on the CPU; a later round
+# can put it back), and the next slot: ONLY="cpu_b1024 w128_b1024" PARALLEL=2, width against width at
+# 10 seeds; `n64_b1024` waits for a later call.
 CANDIDATES=(
   "base|"
   "cpu_b1024|--train.num-envs 16 --train.warmup-steps 8000 --train.chunk-steps 16000 --train.eval-interval 48000 --train.updates-per-step 8 --train.batch-size 1024 --pbac.num-critics 5 --pbac.hidden-sizes 64 64 --pbac.critic-lr 1e-3 --pbac.actor-lr 1e-3 --pbac.alpha-lr 1e-3"
   "n64_b1024|--train.num-envs 64 --train.warmup-steps 8000 --train.chunk-steps 64000 --train.eval-interval 192000 --train.updates-per-step 8 --train.batch-size 1024 --pbac.num-critics 5 --pbac.hidden-sizes 64 64 --pbac.critic-lr 1e-3 --pbac.actor-lr 1e-3 --pbac.alpha-lr 1e-3"
-  "n16_u8|--train.num-envs 16 --train.warmup-steps 8000 --train.chunk-steps 16000 --train.eval-interval 48000 --train.updates-per-step 8 --train.batch-size 512"
+  "w128_b1024|--train.num-envs 16 --train.warmup-steps 8000 --train.chunk-steps 16000 --train.eval-interval 48000 --train.updates-per-step 8 --train.batch-size 1024 --pbac.num-critics 5 --pbac.hidden-sizes 128 128 --pbac.critic-lr 1e-3 --pbac.actor-lr 1e-3 --pbac.alpha-lr 1e-3"
 )
 # ===============================================================================================
 

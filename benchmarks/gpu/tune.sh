@@ -85,7 +85,7 @@ source benchmarks/gpu/setup.sh
 # ~50 s of GPU time between evaluations, estimated) and share their other sizes, spelled out in each line so that candidates.json records each
 # candidate's whole options. Round 2's u8, n256 and n256_u8 (one gradient step per 128, 64 and 32
 # env steps) are left out. Tried at 8 x 1,024 on the CPU (2026-12-03) and left out, each behind by 96,000
-# env steps: width 128, LayerNorm's scale and bias, K = 10, lr 3e-4; tau 0.05, which did not learn by 48,000;
+# env steps: width 128 (until resumed, below), LayerNorm's scale and bias, K = 10, lr 3e-4; tau 0.05, which did not learn by 48,000;
 # a starting alpha of 0.001, behind at 48,000 (docs/fast_training.md). Then (2026-12-03) width 128,
 # resumed: level with width 64 in the mean at 144,000 (2,616 against 2,579), above it at 192,000
 # (3,056 against 2,889; IQM 2,421 against 2,954), one seed's whole episodes at 4,228 and 4,327

@@ -11,7 +11,7 @@ the compile time, per instance count.
 Playground is not a dependency of mjx-pbac; to run this, put it on the path, e.g.
 
     pip install --target .playground --no-deps "playground<1.0" ml_collections etils mediapy tqdm
-    PYTHONPATH=.playground python benchmarks/dm_control_ports.py --out docs/dm_control_ports_cpu.json
+    PYTHONPATH=.playground python benchmarks/dm_control_ports.py --out docs/evidence/data/dm-control/dm_control_ports_cpu.json
 """
 
 from __future__ import annotations

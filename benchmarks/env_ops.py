@@ -12,7 +12,7 @@ env step: about one kernel launch each on a GPU) and timed (median of 3 calls). 
   its op count counts each data-dependent loop's body once, a lower bound);
 - `no_reset`: the default env step without the auto-reset wrapper (what the reset costs).
 
-    python benchmarks/env_ops.py --out docs/env_ops_cpu.json [--envs ant hopper ...]
+    python benchmarks/env_ops.py --out docs/evidence/data/throughput/env_ops_cpu.json [--envs ant hopper ...]
 
 The report is rewritten after every measurement.
 """

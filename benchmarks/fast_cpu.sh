@@ -7,8 +7,8 @@
 #
 #   bash benchmarks/fast_cpu.sh                      # the DM Control tasks, PBAC then SAC (~1 h 45 min on 2 cores)
 #   TASKS=reacher_hard VARIANTS=pbac bash benchmarks/fast_cpu.sh
-#   TASKS="hopper_delayed hopper" VARIANTS="pbac pbac_raw_obs sac" LOGS=docs/fast/hopper_runs \
-#     REPORT=docs/fast/hopper_report bash benchmarks/fast_cpu.sh   # docs/fast_training.md "Delayed locomotion"
+#   TASKS="hopper_delayed hopper" VARIANTS="pbac pbac_raw_obs sac" LOGS=docs/evidence/data/hopper-delayed/runs \
+#     REPORT=docs/evidence/data/hopper-delayed/report bash benchmarks/fast_cpu.sh   # docs/fast_training.md "Delayed locomotion"
 #   TASKS=hopper_delayed VARIANTS="pbac_ln_plain pbac_ln_none" ... # its LayerNorm ablations, the same way
 #
 # Variants: pbac (the profile), sac (`--algo sac`), and ablations of a recipe's options, each PBAC
@@ -16,8 +16,8 @@
 # pbac_ln_plain (the paper's LayerNorm without scale and bias), pbac_ln_none (no LayerNorm).
 # Runs go to $RUNS (default runs/fast_cpu/<variant>_<task>); a run that exists is resumed
 # (finished ones are left as they are), so the script can be stopped and started again. Their
-# logs (config, evaluations, summary) are copied to $LOGS (default docs/fast/cpu_runs) and the
-# report made from those goes to $REPORT (default docs/fast/cpu_report), one method per run
+# logs (config, evaluations, summary) are copied to $LOGS (default docs/evidence/data/dmc-cpu-recipe/runs) and the
+# report made from those goes to $REPORT (default docs/evidence/data/dmc-cpu-recipe/report), one method per run
 # directory (`--by-run True`) when a variant other than an algorithm ran.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,8 +25,8 @@ TASKS=${TASKS:-"cartpole_swingup_sparse ball_in_cup_catch reacher_hard"}
 VARIANTS=${VARIANTS:-${ALGOS:-"pbac sac"}}  # ALGOS: this script's earlier name for them
 SEEDS=${SEEDS:-5}
 RUNS=${RUNS:-runs/fast_cpu}
-LOGS=${LOGS:-docs/fast/cpu_runs}
-REPORT=${REPORT:-docs/fast/cpu_report}
+LOGS=${LOGS:-docs/evidence/data/dmc-cpu-recipe/runs}
+REPORT=${REPORT:-docs/evidence/data/dmc-cpu-recipe/report}
 BY_RUN=False
 options() {  # VARIANT: its train.py options beyond the profile
   case $1 in

@@ -9,7 +9,7 @@ on 256 instances. Reports per N: the instances' returns, each head's share of th
 and the time per vector step.
 
     python benchmarks/posterior_sampling_scale.py runs/fast_cpu/pbac_cartpole_swingup_sparse \
-        --member 0 --num-envs 16 256 4096 --out docs/fast/posterior_sampling_cpu.json
+        --member 0 --num-envs 16 256 4096 --out docs/evidence/data/posterior-sampling/posterior_sampling_cpu.json
 """
 
 from __future__ import annotations

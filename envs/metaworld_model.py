@@ -28,7 +28,7 @@ applies) is `eq_data[i, :11] = (0, 0, 0, 0, 0, 0, -1, 0, 0, 0, 5)` for every wel
 twelfth column is left as compiled).
 
 `python -m envs.tools.metaworld_contacts --measure` reruns the measurements (C MuJoCo, Meta-World's
-own envs and scripted policies) and writes `docs/metaworld_model.json`;
+own envs and scripted policies) and writes `docs/evidence/data/metaworld/metaworld_model.json`;
 `python -m envs.metaworld_model --manifest` rewrites the hash manifest from the installed files.
 """
 
@@ -90,7 +90,7 @@ normals plus a *shallow* edge test: once the capsule's axis segment passes an ed
 GJK/EPA keeps one. Pushing a closed window, the hand (`right_hand[0]`, a mesh) sinks 11 mm into
 the bar; MJX then drops the contact and the hand passes through it (window-close's scripted
 policy reopened the window in 3 of 4 episodes). Box-box and box-mesh use MJX's separating-axis
-colliders, which keep deep contacts (docs/metaworld.md "Against Meta-World itself", `docs/metaworld/closed_loop_cpu.json`)."""
+colliders, which keep deep contacts (docs/metaworld.md "Against Meta-World itself", `docs/evidence/data/metaworld/closed_loop_cpu.json`)."""
 
 STAND_IN_KINDS: dict[str, str] = dict.fromkeys(STAND_INS, "box")
 """Per model file, the stand-in shape: "box" (half-sizes r, r, h: the cylinder's bounding box,

@@ -4,7 +4,7 @@
 A run calls a handful of jitted programs (the warm-up and training chunks, evaluation, and with
 `eval_batch` > 1 the policy copies), each with its own copy of the env's physics; compiled one
 after the other as the run reaches them, their compiles add up (158 s for `ant_delayed_fast` on
-an H200, docs/gpu/h200-20261128). `compile_together` lowers them in turn (tracing is Python and
+an H200, docs/evidence/data/h200-20261128). `compile_together` lowers them in turn (tracing is Python and
 holds the GIL) and then compiles them at once on a pool of threads: XLA's compiler runs without
 the GIL, so on a machine with cores to spare the wall-clock of the compiles falls towards that of
 the longest one. On a 2-core CPU they only slow each other (measured: 135 s together against

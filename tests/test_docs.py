@@ -323,7 +323,7 @@ def test_every_option_a_syntax_template_names_exists(parse_only, capsys):
 def test_no_file_under_docs_is_ignored_by_git():
     """Records under docs/ (a GPU call's run logs in docs/gpu/*/runs/, measured runs beside a
     page) are read by the pages and by tests; a .gitignore pattern that catches them passes here
-    and fails on CI's clean clone (it did once: `runs/` hid docs/gpu/h200-20261128/runs/)."""
+    and fails on CI's clean clone (it did once: `runs/` hid docs/evidence/data/h200-20261128/runs/)."""
     if not (ROOT / ".git").exists():
         pytest.skip("not a git checkout")
     ignored = subprocess.run(

@@ -167,7 +167,7 @@ def test_device_script_dry_run(script, tmp_path):
         assert "report/curves_wall_cartpole_swingup_sparse.png" in names
         # Each evaluation written when made, a stop at once and chunks run whole: nothing of a
         # candidate waits for a stop's grace, which killed three runs before their kept evaluations,
-        # and no split chunk compiles while it trains (docs/gpu/h200-20261129).
+        # and no split chunk compiles while it trains (docs/evidence/data/h200-20261129).
         with tarfile.open(out / "tune_runs.tgz") as bundle:
             config = json.load(bundle.extractfile("runs/base/config.json"))
         train = config["config"]["train"]

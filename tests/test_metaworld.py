@@ -274,7 +274,7 @@ def test_scripted_window_close_stays_closed_to_the_end():
     window stays shut to the last step, as in Meta-World's own env (20/20 there). Before the
     capsule handle bars became boxes, MJX dropped the hand-bar contact once the hand sank deeper
     than the bar's 8 mm radius (step ~95); the hand passed through and dragged the window open
-    again (last-step success 1 of 4; `docs/metaworld/closed_loop.md`)."""
+    again (last-step success 1 of 4; `docs/evidence/metaworld-closed-loop.md`)."""
     result = fidelity.closed_loop(mw.TASKS["mw_window_close"](), episodes=2, seed=0)
     assert result["any_step"] == 1.0 and result["final_step"] == 1.0, result
     assert max(result["first_success_step"]) < 100, result  # Meta-World: median step 79

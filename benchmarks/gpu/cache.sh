@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPU machine's JAX compilation cache, kept from one device call to the next. Each call starts
-# on a bare machine, and compiling took 158-243 s of a ~9-minute call (docs/gpu/h200-20261128,
-# docs/gpu/h200-20261129). A program whose HLO did not change between commits (the same profile and
+# on a bare machine, and compiling took 158-243 s of a ~9-minute call (docs/evidence/data/h200-20261128,
+# docs/evidence/data/h200-20261129). A program whose HLO did not change between commits (the same profile and
 # sizes, jax and card) is read from the cache instead: JAX keys its entries by the program, the
 # jax version, the device and the compile options, so an entry never serves another program.
 #

@@ -33,7 +33,7 @@ MIN_SECONDS=${MIN_SECONDS:-100}
 RESERVE_SECONDS=${RESERVE_SECONDS:-20}
 COPY_SECONDS=${COPY_SECONDS:-30}
 # The runs (checkpoints included) and the report; only a bundle goes to $OUT. A fresh folder each
-# call: a lent machine may still hold an earlier call's /tmp (docs/gpu/h200-20261129b).
+# call: a lent machine may still hold an earlier call's /tmp (docs/evidence/data/h200-20261129b).
 WORK=${WORK:-$(mktemp -d /tmp/fast.XXXXXX)}
 EXTRA=()
 if [ "${DRY_RUN:-0}" = 1 ]; then

@@ -2,7 +2,7 @@
 # The 10-seed paper-budget reacher_hard PBAC run (100,000 env steps, one env per seed, 5 updates
 # per step, K = 10, width 256) through `train.py table`, so the result comes with the paper's
 # statistics beside 912 [861, 966] / 753 [657, 806] (../shared/gpu/QUEUE.md item 1). At 10.19 ms
-# per step on an H200 (docs/gpu/h200-20261128b) it needs ~20 min, two device calls.
+# per step on an H200 (docs/evidence/data/h200-20261128b) it needs ~20 min, two device calls.
 #
 #   COMMIT=<hash> bash benchmarks/gpu/reacher_table.sh   # on a lent GPU, one device call (carry .whl)
 #   DRY_RUN=1 bash benchmarks/gpu/reacher_table.sh       # here: the same commands at tiny sizes

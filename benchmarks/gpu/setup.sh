@@ -33,7 +33,7 @@ fi
 if [ "${DRY_RUN:-0}" = 1 ]; then LIMIT=${LIMIT:-1500}; else LIMIT=${LIMIT:-540}; fi
 DEADLINE=$(( $(date +%s) + LIMIT ))
 export LIMIT DEADLINE
-if [ -n "${COMMIT:-}" ]; then  # given: the device copy's .git can be stale (docs/gpu/h200-20261129b)
+if [ -n "${COMMIT:-}" ]; then  # given: the device copy's .git can be stale (docs/evidence/data/h200-20261129b)
   commit=$COMMIT
 elif commit=$(git rev-parse HEAD 2>/dev/null); then
   git diff --quiet HEAD 2>/dev/null || commit="$commit (with uncommitted changes)"
@@ -55,7 +55,7 @@ seconds_left() { echo $(( DEADLINE - $(date +%s) )); }
 # DEADLINE (less 10 s to write what is left), its output (less XLA's warp chatter) appended to
 # $OUT/log.txt; skipped, and said so, when under 20 s are left. Returns COMMAND's exit code.
 # `--foreground`: timeout signals COMMAND alone, once; without it, it signals COMMAND and then its
-# own process group, and a run took the pair of SIGTERMs as "stop at once" (docs/gpu/h200-20261128b).
+# own process group, and a run took the pair of SIGTERMs as "stop at once" (docs/evidence/data/h200-20261128b).
 # BOUNDED_PREFIX=1 bounded ...: each output line is prefixed "[TAG] " (commands run side by side).
 bounded() {
   local tag=$1 seconds=$2; shift 2

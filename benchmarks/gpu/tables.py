@@ -1,7 +1,7 @@
 """The GPU tables of docs/performance.md and docs/seeds.md, printed from the records a device
 session brought back, so that no GPU figure is typed by hand.
 
-    python benchmarks/gpu/tables.py                       # docs/profiles/h200_*.json, docs/gpu/*/*.json
+    python benchmarks/gpu/tables.py                       # docs/evidence/data/throughput/h200_*.json, docs/gpu/*/*.json
     python benchmarks/gpu/tables.py docs/gpu/h200-20261201/profiles.json ...
 
 Reads `train.py profile` reports (alone, or merged by latency.sh into a profiles.json) and
@@ -17,7 +17,7 @@ import glob
 import json
 from pathlib import Path
 
-DEFAULT = ["docs/profiles/h200_*.json", "docs/gpu/*/*.json"]
+DEFAULT = ["docs/evidence/data/throughput/h200_*.json", "docs/gpu/*/*.json"]
 
 TRAINER_HEADER = (
     "| profile and setting | device | env steps/s | gradient updates/s | chunk compile (s) | peak memory |\n"

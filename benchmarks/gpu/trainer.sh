@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Training-loop throughput (`train.py profile`): the paper's one-env Ant setting and two many-env
-# settings (docs/profiles/h200_ant_delayed_*.json were made by this script's predecessor).
+# settings (docs/evidence/data/throughput/h200_ant_delayed_*.json were made by this script's predecessor).
 #
 #   COMMIT=<hash> bash benchmarks/gpu/trainer.sh     # on a lent GPU, one device call (carry .whl)
 #   DRY_RUN=1 bash benchmarks/gpu/trainer.sh         # here: the same commands at tiny sizes

@@ -13,7 +13,7 @@
 # SEEDS seeds (10) as members. A candidate whose options hold a `--sweep KNOB=v1,v2` trains its
 # sweep points as members of that one program (one compile; reported as NAME/pbac KNOB=v1, ...).
 # PARALLEL candidates (default: all those chosen) train at once on the one GPU, in waves: at 8c31d85
-# one `ant_delayed_fast` program took 158 s to compile on an H200 (docs/gpu/h200-20261128), so four
+# one `ant_delayed_fast` program took 158 s to compile on an H200 (docs/evidence/data/h200-20261128), so four
 # candidates one after another would spend a 540 s call compiling; side by side, their compiles
 # overlap on the machine's 16 cores and they then share the GPU (XLA_PYTHON_CLIENT_PREALLOCATE=false,
 # so that each takes only the memory it uses). Each wave's candidates get an equal share of what
@@ -51,7 +51,7 @@ source benchmarks/gpu/setup.sh
 # `train.py` options added to the profile, split at spaces (no quoting). The first is the profile
 # as it is, the reference. Edit this block alone to change what a slot tries.
 # Round 3 (prepared 2026-12-01 on the 2-core EPYC CPU; docs/fast_training.md,
-# "Gradient steps, not sampled transitions"). Rounds 1-2 on the H200 (docs/gpu/h200-20261129,
+# "Gradient steps, not sampled transitions"). Rounds 1-2 on the H200 (docs/evidence/data/h200-20261129,
 # h200-20261129b) showed no learning by 256,000-460,800 env steps per seed, and the CPU says why:
 # on ant_delayed (3 seeds), the CPU recipe's 64 sampled transitions per env step taken as 4x fewer,
 # 4x larger gradient steps reached a mean of 773 at 144,000 env steps against the recipe's 1,273,
@@ -59,7 +59,7 @@ source benchmarks/gpu/setup.sh
 # recipe. The recipe's gradient steps with 4x the batch (8 x 512) reached 1,567 at 96,000 against
 # its 1,006, and 1,910 at 144,000 against 1,273. On the H200 a gradient step of the paper's
 # networks took ~0.43 ms against ~12.9 ms for a vector step of Ant's physics at small instance
-# counts (docs/gpu/h200-20261128, latency-bound), so a GPU recipe buys gradient steps, and larger
+# counts (docs/evidence/data/h200-20261128, latency-bound), so a GPU recipe buys gradient steps, and larger
 # batches, cheaply with few envs per seed; and more envs per seed bought little on the CPU (64 envs
 # at the recipe's 8 x 128: a mean of 1,169 at 6,000 vector steps against 1,006; 8 x 512 at 16 envs
 # 1,567), nor did twice the gradient steps (16 x 512: 1,098, 2026-12-02; so no ladder of them
@@ -109,14 +109,14 @@ MIN_SECONDS=${MIN_SECONDS:-180}
 RESERVE_SECONDS=${RESERVE_SECONDS:-25}
 COPY_SECONDS=${COPY_SECONDS:-30}
 # The runs (checkpoints included) and the report; only a bundle goes to $OUT. A fresh folder each
-# call: a lent machine is not always bare, and on 2026-11-29 (docs/gpu/h200-20261129b) /tmp/tune still
+# call: a lent machine is not always bare, and on 2026-11-29 (docs/evidence/data/h200-20261129b) /tmp/tune still
 # held the call before's runs, whose folders a candidate of the same name would have found taken.
 WORK=${WORK:-$(mktemp -d /tmp/tune.XXXXXX)}
 # Every candidate writes each evaluation when it is made (none kept on the device for a batched one
 # later), stops at once at its time (its checkpoints stay on the GPU machine and are lost, so a
 # stop checkpoint would only spend the grace) and runs its chunks whole (short chunks serve a
 # stop's grace; each split length is one more compile of the training program). On 2026-11-29
-# (docs/gpu/h200-20261129) three candidates writing their 2.6 GB stop checkpoints at once outran
+# (docs/evidence/data/h200-20261129) three candidates writing their 2.6 GB stop checkpoints at once outran
 # `timeout`'s 20 s and were killed before the evaluations they had kept for after it, and sharing
 # the GPU slowed every chunk past the 10 s target, so each candidate compiled split chunks while
 # it trained (n256: at least 95 s of its 531). A candidate's own options come after these.

@@ -8,7 +8,7 @@ minimum distance of every geom pair; `measure` chooses the pairs that came withi
 and the stand-ins against the original cylinders (`stand_in_fidelity`), and writes the numbers
 `docs/metaworld_model.md` reports.
 
-    python -m envs.tools.metaworld_contacts --measure            # ~10 min on one core; writes docs/metaworld_model.json
+    python -m envs.tools.metaworld_contacts --measure            # ~10 min on one core; writes docs/evidence/data/metaworld/metaworld_model.json
     python -m envs.tools.metaworld_contacts --measure --adopt    # and rewrites envs/metaworld_kept_pairs.json
 
 After `--adopt`, set `KEPT_PAIRS_SHA256` in `envs/metaworld_model.py` to the sha256 it prints.

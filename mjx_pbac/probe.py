@@ -279,6 +279,8 @@ def plot_success(summary: dict[str, Any], path: Path) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from mjx_pbac.report.figures import save_png
+
     lengths = summary["lengths"]
     by_key = {(r["variant"], r["length"]): r for r in summary["rows"]}
     variants = [v for v in summary["variants"] if any(by_key[(v, length)]["seeds"] for length in lengths)]
@@ -302,7 +304,7 @@ def plot_success(summary: dict[str, Any], path: Path) -> Path:
         fontsize=9,
     )
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    save_png(fig, path, dpi=110)
     plt.close(fig)
     return path
 
@@ -343,6 +345,8 @@ def plot_spreads(summary: dict[str, Any], path: Path, variants: tuple[str, ...] 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from mjx_pbac.report.figures import save_png
+
     lengths = summary["lengths"]
     length = length or max([L for L in lengths if L <= 30] or lengths[:1])
     from mjx_pbac import checkpoint
@@ -374,7 +378,7 @@ def plot_spreads(summary: dict[str, Any], path: Path, variants: tuple[str, ...] 
     fig.suptitle(f"ensemble disagreement against position, deep chain L = {length}, final checkpoints "
                  "(line: mean over seeds, band: min-max)", fontsize=10)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    save_png(fig, path, dpi=110)
     plt.close(fig)
     summary["spread_position"] = {
         "length": length,

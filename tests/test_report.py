@@ -9,6 +9,7 @@ import matplotlib.figure
 import matplotlib.image
 import numpy as np
 import pytest
+from PIL import Image
 
 from mjx_pbac import report, stats
 
@@ -617,3 +618,40 @@ def test_parse_scores_and_the_report_command_line(tmp_path, capsys):
     assert [(r["score"], r["env_steps"], r["reached"]) for r in records] == [(706.5, 10_000, True), (785.0, 20_000, True)]
     assert cli.run(["report", str(run), "--out", str(out), "--score", "cartpole=x"]) == 2
     assert "is not a number" in capsys.readouterr().err
+
+
+QUICKSTART = Path(__file__).resolve().parent.parent / "docs" / "evidence" / "data" / "quickstart"
+"""The quickstart run on file (its logs, no checkpoints) and the report drawn from it."""
+
+
+def _curve_pixels(path: Path) -> np.ndarray:
+    """The saturated pixels of a figure (curves, bands, markers), leaving out the black and grey of
+    axes and text, whose rendering shifts with fonts and matplotlib versions."""
+    rgb = matplotlib.image.imread(str(path))[..., :3]
+    return (rgb.max(axis=-1) - rgb.min(axis=-1)) > 0.25
+
+
+def test_the_committed_report_is_redrawn_from_the_kept_files(tmp_path, monkeypatch):
+    """docs/ keeps only what its figures are computed from: the report of the quickstart run on
+    file, drawn again from config.json, eval.jsonl, summary.json and visits.jsonl, gives the same
+    tables and time to score, and the same figures (same size, the same curves: the saturated
+    pixels overlap) as the ones committed; every figure is a palette PNG of <= 256 colours."""
+    from mjx_pbac.commands import report as command
+
+    committed = QUICKSTART / "report"
+    run = QUICKSTART.relative_to(QUICKSTART.parents[3]) / "quickstart-hopper-s0"
+    monkeypatch.chdir(QUICKSTART.parents[3])  # the run's path as the committed report names it
+    command.main([str(run), "--out", str(tmp_path), "--x", "steps", "wall", "--explore", f"{run},x_position,z_position"])
+    for name in ("results.md", "results.tex", "time_to_score.json"):
+        assert (tmp_path / name).read_text() == (committed / name).read_text(), name
+    figures = sorted(path.name for path in committed.glob("*.png"))
+    assert figures == sorted(path.name for path in tmp_path.glob("*.png")) == [
+        "curves_hopper.png", "curves_wall_hopper.png", "exploration_0_hopper.png",
+    ]
+    for name in figures:
+        redrawn, kept = _curve_pixels(tmp_path / name), _curve_pixels(committed / name)
+        assert redrawn.shape == kept.shape, name
+        overlap = (redrawn & kept).sum() / max((redrawn | kept).sum(), 1)
+        assert kept.sum() > 500 and overlap > 0.8, (name, int(kept.sum()), overlap)
+        with Image.open(tmp_path / name) as image:
+            assert image.mode == "P" and len(image.getcolors(256) or []) <= 256, (name, image.mode)

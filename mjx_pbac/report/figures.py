@@ -7,6 +7,7 @@ Figures are drawn on `matplotlib.figure.Figure` directly (Agg canvas, no pyplot 
 
 from __future__ import annotations
 
+import io
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -37,6 +38,25 @@ legend goes under the axes in two columns, so that it hides no curve."""
 LINE_STYLES = ("-", "-.", ":")
 """A curve figure's methods take matplotlib's 10 colours in turn, the first ten solid, the next ten
 dash-dotted, then dotted, so that no two share a line (scores are dashed)."""
+
+
+PALETTE_COLOURS = 256
+"""Colours a saved figure keeps (`save_png`): a line plot's flat colours and their antialiased
+edges fit in 256 with no visible change, and the palette PNG is about a third of matplotlib's RGBA
+one, which keeps reports small enough to commit beside the runs they draw."""
+
+
+def save_png(figure: Figure, path: Path, dpi: int) -> Path:
+    """Writes `figure` to `path` as a palette PNG of at most `PALETTE_COLOURS` colours, at `dpi`."""
+    from PIL import Image  # matplotlib's own dependency
+
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=dpi)
+    buffer.seek(0)
+    with Image.open(buffer) as image:
+        palette = image.convert("RGB").quantize(PALETTE_COLOURS, method=Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE)
+    palette.save(path, format="PNG", optimize=True)
+    return path
 
 
 def _file_name(text: str) -> str:
@@ -133,7 +153,7 @@ def plot_curves(
             figure.legend(loc="outside lower center", ncols=2, fontsize=8, title=title, title_fontsize=8)
         kind = "success" if success else "curves"
         path = out_dir / (f"{kind}_{_file_name(task)}.png" if x == "steps" else f"{kind}_{x}_{_file_name(task)}.png")
-        figure.savefig(path, dpi=110)
+        save_png(figure, path, dpi=110)
         paths.append(path)
     return paths
 
@@ -206,5 +226,5 @@ def plot_exploration(
     figure.suptitle(f"{rundir.run_task(run_dir)}: visited {y_key} vs {x_key}")
     figure.legend(loc="outside lower center", ncols=min(len(labels), 5), fontsize=8, markerscale=2)
     out_path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(out_path, dpi=100)
+    save_png(figure, out_path, dpi=100)
     return out_path

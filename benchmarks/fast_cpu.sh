@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
-# The CPU evidence of docs/fast_training.md: on each task, PBAC's `<task>_fast_cpu` recipe with 5
+# The CPU evidence of the wall-clock recipes (docs/recipes.md; docs/evidence/dmc-cpu-recipe.md,
+# docs/evidence/hopper-delayed.md): on each task, PBAC's `<task>_fast_cpu` recipe with 5
 # seeds in one program, then the other variants at the same sizes (SAC: `--algo sac`, the
 # profile's [sac] section: same envs, batch, updates per vector step, width, learning rates), each
-# run alone on this 2-core CPU (wall-clock is what is measured), then the report: return against
+# run alone on the CPU (wall-clock is what is measured), then the report: return against
 # env steps and wall-clock, and the time to 90 % and 100 % of the paper's PBAC final IQM.
 #
 #   bash benchmarks/fast_cpu.sh                      # the DM Control tasks, PBAC then SAC (~1 h 45 min on 2 cores)
 #   TASKS=reacher_hard VARIANTS=pbac bash benchmarks/fast_cpu.sh
 #   TASKS="hopper_delayed hopper" VARIANTS="pbac pbac_raw_obs sac" LOGS=docs/evidence/data/hopper-delayed/runs \
-#     REPORT=docs/evidence/data/hopper-delayed/report bash benchmarks/fast_cpu.sh   # docs/fast_training.md "Delayed locomotion"
+#     REPORT=docs/evidence/data/hopper-delayed/report bash benchmarks/fast_cpu.sh   # docs/evidence/hopper-delayed.md
 #   TASKS=hopper_delayed VARIANTS="pbac_ln_plain pbac_ln_none" ... # its LayerNorm ablations, the same way
 #
 # Variants: pbac (the profile), sac (`--algo sac`), and ablations of a recipe's options, each PBAC
@@ -22,7 +23,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TASKS=${TASKS:-"cartpole_swingup_sparse ball_in_cup_catch reacher_hard"}
-VARIANTS=${VARIANTS:-${ALGOS:-"pbac sac"}}  # ALGOS: this script's earlier name for them
+VARIANTS=${VARIANTS:-${ALGOS:-"pbac sac"}}  # ALGOS: another name for them, still read
 SEEDS=${SEEDS:-5}
 RUNS=${RUNS:-runs/fast_cpu}
 LOGS=${LOGS:-docs/evidence/data/dmc-cpu-recipe/runs}

@@ -1,4 +1,4 @@
-"""How PBAC's per-instance posterior sampling behaves with many instances (docs/fast_training.md).
+"""How PBAC's per-instance posterior sampling behaves with many instances (docs/evidence/posterior-sampling.md).
 
 Takes one trained member of a finished run (its newest checkpoint) and rolls its policy out as
 training acts (`algorithm.acting`: each instance follows one head, redrawn at episode starts and
@@ -9,7 +9,7 @@ on 256 instances. Reports per N: the instances' returns, each head's share of th
 and the time per vector step.
 
     python benchmarks/posterior_sampling_scale.py runs/fast_cpu/pbac_cartpole_swingup_sparse \
-        --member 0 --num-envs 16 256 4096 --out docs/evidence/data/posterior-sampling/posterior_sampling_cpu.json
+        --member 0 --num-envs 64 1024 4096 --out docs/evidence/data/posterior-sampling/posterior_sampling_cpu.json
 """
 
 from __future__ import annotations

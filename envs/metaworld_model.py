@@ -12,7 +12,7 @@ returns the model as Meta-World 3.0.0 runs it under mujoco 3.17 (the weld `eq_da
   contype), by the stand-in that `STAND_IN_KINDS` names: a box or a 16-sided prism (a convex
   mesh with its vertices on the cylinder's surface). The bodies' mass, centre of mass and
   inertia are pinned to the original model's, so only the collision shape changes;
-- contact pruning (`prune_pairs=True`): MJX reserves contact slots for every candidate geom pair
+- contact pruning (`prune_pairs=True`): MJX reserves contacts for every candidate geom pair
   and pays for each at every step, so only the geom pairs listed in `KEPT_PAIRS` (read from
   `metaworld_kept_pairs.json`, hash-checked: those measured to come within 3 cm of touching in
   Meta-World's own envs, `envs.tools.metaworld_contacts`) stay candidates. The pruning edits
@@ -338,7 +338,7 @@ def candidate_pairs(model: mujoco.MjModel) -> list[tuple[int, int]]:
 
 
 def contact_candidates(model: mujoco.MjModel) -> int:
-    """The number of contact slots MJX reserves for `model` (the leading size of
+    """The number of contacts MJX reserves for `model` (the leading size of
     `mjx.make_data(mjx.put_model(model)).contact`); no jit, no device transfer."""
     from mujoco.mjx._src import collision_driver
 

@@ -6,7 +6,7 @@ level is a vmapped function of the level above. XLA then fuses neighbouring leve
 fusion, recomputes a shared value once per use instead of storing it. The work of a level is
 repeated for every level below it, so the cost grows about exponentially with the depth.
 
-Meta-World's Sawyer is 13 bodies deep (the Gymnasium Ant: 4). Measured on the 2-core CPU, one
+Meta-World's Sawyer is 13 bodies deep (the Gymnasium Ant: 4). Measured on a 2-core CPU, one
 instance of `sawyer_drawer.xml` (docs/metaworld.md "Model changes for MJX, and their measured effect"): a jitted `mjx.kinematics` took 381 ms
 (Ant: 0.65 ms) and `mjx.step` 406 ms; with a barrier after each level, 1.2 ms and 75 ms, with
 the same compile time and results equal to float32 rounding (tested).

@@ -7,6 +7,9 @@ A command that trains reads its profile first (`choose`: --profile NAME and the 
 come before a profile), then parses the rest with the profile's values as the defaults that
 `--help` shows and the options override (`configure`). table and probe read their own options
 first (`parse(..., known_only=True)`) and apply the rest to each run's profile.
+
+`program()` is how the process was started, `python train.py` or `mjx-pbac` (the installed
+command): usages, helps and the commands that messages suggest name it.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import io
 import re
 import sys
 import typing
+from pathlib import Path
 from typing import Annotated, Any
 
 import tyro
@@ -27,6 +31,24 @@ _BOX = re.compile(r"[\u2500-\u257f]+")
 
 _EXAMPLES = {"--seeds": "10", "--sweep": "bootstrap_rate=0.01,0.05", "--tasks": "ant_delayed,ant_very_delayed"}
 """What the training shorthands take, for the message when one is given without a value."""
+
+
+def program() -> str:
+    """The command line's program as it was started: `mjx-pbac` for the installed command
+    ([project.scripts], whose script is the process's sys.argv[0]), else `python train.py` (also
+    what a caller of `commands.run` in its own process gets)."""
+    name = Path(sys.argv[0]).name if sys.argv and sys.argv[0] else ""
+    return "mjx-pbac" if re.sub(r"(-script\.pyw?|\.exe)$", "", name) == "mjx-pbac" else "python train.py"
+
+
+def asks_help(args: list[str]) -> bool:
+    """Whether `args` asks for a help (-h, --help), which tyro prints before any other check."""
+    return any(arg in ("-h", "--help") for arg in args)
+
+
+def profile_hint(prog: str) -> str:
+    """The line a help without a profile adds: its defaults are the built-in ones."""
+    return f"The defaults shown are the built-in ones; `{prog} --profile NAME --help` shows a profile's values."
 
 
 def parse(kind: type, args: list[str], prog: str, known_only: bool = False, **kwargs):
@@ -76,7 +98,7 @@ class TrainOptions(TrainConfig):
     sweeps: Annotated[
         tuple[str, ...], tyro.conf.arg(name="sweep", prefix_name=False, metavar="NAME=v1,v2,..."), tyro.conf.UseAppendAction
     ] = ()
-    """A grid over one of the algorithm's knobs (`train.py --help` lists them); repeat to cross more (replaces --train.sweep)."""
+    """A grid over one of the algorithm's knobs (`--help` without a command lists them); repeat to cross more (replaces --train.sweep)."""
     task_list: Annotated[str | None, tyro.conf.arg(name="tasks", prefix_name=False, metavar="A,B,...", help_behavior_hint="")] = None
     """Shorthand for --train.tasks A B: more tasks of the same robot, comma-separated."""
 
@@ -96,10 +118,11 @@ class TrainOptions(TrainConfig):
         return dataclasses.replace(config, train=TrainConfig(**_fields(config.train, TrainConfig)))
 
 
-def configure(base: RunConfig, args: list[str], prog: str) -> RunConfig:
+def configure(base: RunConfig, args: list[str], prog: str, **kwargs) -> RunConfig:
     """`base` with the training options in `args` (--train.KEY VALUE, --algo, --ALGO.KEY VALUE and
-    the shorthands) applied; `base`'s values are the defaults `--help` shows."""
-    return TrainOptions.unwrap(parse(RunConfig, args, prog, default=TrainOptions.wrap(base)))
+    the shorthands) applied; `base`'s values are the defaults `--help` shows. `kwargs` go to
+    `parse` (e.g. the help's description)."""
+    return TrainOptions.unwrap(parse(RunConfig, args, prog, default=TrainOptions.wrap(base), **kwargs))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -119,7 +142,7 @@ class TrainChoice(ProfileChoice):
 
 def choose(kind: type, argv: list[str]):
     """(the `kind` options, the other arguments): what a command reads before the profile's options."""
-    return parse(kind, argv, "train.py", known_only=True, add_help=False, config=())
+    return parse(kind, argv, program(), known_only=True, add_help=False, config=())
 
 
 def resume_changes(args: list[str], run_dir: str) -> dict[str, Any]:
@@ -139,7 +162,7 @@ def resume_changes(args: list[str], run_dir: str) -> dict[str, Any]:
     resume = dataclasses.make_dataclass("Resume", [("train", train, dataclasses.field(default_factory=train))])
     description = f"Continues the run in {run_dir} with the config saved in its config.json; only these may change."
     config = (tyro.conf.FlagConversionOff, tyro.conf.DisallowNone)  # None stands for "unchanged" only
-    changes, unknown = parse(resume, args, f"train.py --resume {run_dir}", known_only=True, description=description, config=config)
+    changes, unknown = parse(resume, args, f"{program()} --resume {run_dir}", known_only=True, description=description, config=config)
     if unknown:
         changeable = ", ".join("--train." + name.replace("_", "-") for name in CHANGEABLE_ON_RESUME)
         raise SystemExit(

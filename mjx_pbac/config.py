@@ -62,7 +62,7 @@ class TrainConfig:
     ant_delayed ant_very_delayed. Each task gets its own members (sweep points x seeds)."""
     task_overrides: tuple[str, ...] = ()
     """TASK:NAME=VALUE sets a sweepable knob of the algorithm for the members of one task, e.g.
-    ant_very_delayed:prior_variance=5.0 (the paper's per-task values; `train.py --tasks` fills
+    ant_very_delayed:prior_variance=5.0 (the paper's per-task values; the training command's `--tasks` fills
     them in from the tasks' profiles and prints them)."""
     env_overrides: tuple[str, ...] = ()
     """Env config overrides KEY=VALUE, e.g. delay_threshold=1.0 (checked against the env's config)."""

@@ -62,8 +62,8 @@ class StopSignals:
     runs (it records the status). Either way at once, the process exits with 128 + signum.
 
     The signals are read by a helper thread from `signal.set_wakeup_fd`, so a second signal acts
-    even while the main thread waits on a long device call (a Python handler would only run once
-    that call returned). Outside the main thread this does nothing: signals belong to it.
+    even while the main thread waits on a long computation on the device (a Python handler would
+    only run once it returned). Outside the main thread this does nothing: signals belong to it.
     """
 
     def __init__(
@@ -146,6 +146,14 @@ class StopSignals:
         return False
 
 
+def resume_command(run_dir) -> str:
+    """`python train.py --resume RUN_DIR`, the command that continues a run, naming the program
+    as this process was started (`mjx-pbac` for the installed command: `cli.program`)."""
+    from mjx_pbac.cli import program
+
+    return f"{program()} --resume {run_dir}"
+
+
 def signal_name(signum: int) -> str:
     try:
         return signal.Signals(signum).name
@@ -176,6 +184,8 @@ class Stopping:
         """How long the last checkpoint took to write."""
         self.stopped = threading.Event()
         """Set once the training loop has returned (or raised): a stop's grace is no longer needed."""
+        self.resume = resume_command(run_dir)
+        """The command that continues the run (named here, not in a signal handler)."""
 
     def signals(self) -> StopSignals:
         return StopSignals(on_first=self.on_first_signal, on_stop_now=self.on_stop_now, on_repeat=self.on_repeat_signal)
@@ -185,7 +195,7 @@ class Stopping:
         self.activity = (what, time.perf_counter(), expected)
 
     def _resume_hint(self) -> str:
-        return f"Continue with `python train.py --resume {self.run_dir}`"
+        return f"Continue with `{self.resume}`"
 
     def seconds_to_stop(self) -> float | None:
         """Seconds until the run could stop with a checkpoint if asked now: the rest of what the

@@ -394,7 +394,9 @@ def write_probe_report(out_dir: str | Path, figures: bool = True) -> dict[str, P
     out_dir = Path(out_dir)
     plan_path = out_dir / "probe_plan.json"
     if not plan_path.is_file():
-        raise ValueError(f"{out_dir} is not a probe directory (no probe_plan.json); run `train.py probe --out {out_dir}`")
+        from mjx_pbac.cli import program
+
+        raise ValueError(f"{out_dir} is not a probe directory (no probe_plan.json); run `{program()} probe --out {out_dir}`")
     plan = json.loads(plan_path.read_text())
     table = out_dir / "table.json"
     if table.is_file():

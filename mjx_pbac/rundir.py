@@ -53,7 +53,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from mjx_pbac.lifecycle import ExitCode
+from mjx_pbac.lifecycle import ExitCode, resume_command
 
 CONFIG = "config.json"
 METRICS = "metrics.jsonl"
@@ -197,7 +197,7 @@ def load_run_config(run_dir: Path):
         raise RunError(
             f"{path} was edited since the run started (its config no longer matches its recorded digest); "
             "a resumed run must train what its checkpoints hold. Undo the edit, or make an allowed change "
-            f"explicitly: `python train.py --resume {run_dir} --train.total-steps N` (changeable: {changeable})"
+            f"explicitly: `{resume_command(run_dir)} --train.total-steps N` (changeable: {changeable})"
         )
     return config, str(record.get("profile", "custom"))
 
@@ -289,7 +289,7 @@ def new_run_dir(run_dir: str | None, name: str) -> tuple[Path, RunLock]:
             if _has_outputs(run_dir):
                 raise RunError(
                     f"run directory {run_dir} already exists and is not empty; continue it with "
-                    f"`python train.py --resume {run_dir}` or choose another --train.run-dir"
+                    f"`{resume_command(run_dir)}` or choose another --train.run-dir"
                 )
         except BaseException:
             held.release()

@@ -25,7 +25,7 @@ from mjx_pbac.checkpoint import CheckpointError
 from mjx_pbac.compiling import compile_together
 from mjx_pbac.config import RunConfig, config_to_dict
 from mjx_pbac.evaluation import Evaluations
-from mjx_pbac.lifecycle import ExitCode, Stopping, signal_name
+from mjx_pbac.lifecycle import ExitCode, Stopping, resume_command, signal_name
 from mjx_pbac.logger import NullLogger, Progress, RunLogger, truncate_jsonl
 from mjx_pbac.loop import VISIT_PREFIX, non_finite_metrics
 from mjx_pbac.pacing import Pacing
@@ -279,7 +279,7 @@ class _Run:
                 status, exit_code = "interrupted", 128 + signal.SIGINT
                 message = (
                     f"interrupted after {stopping.env_steps:,} env steps; newest checkpoint {self._newest_checkpoint()}. "
-                    f"Continue with `python train.py --resume {self.run_dir}`"
+                    f"Continue with `{resume_command(self.run_dir)}`"
                 )
                 raise RunInterrupted(message, exit_code) from None
             except (RunError, CheckpointError):  # a resume refused (a checkpoint of other settings)
@@ -292,7 +292,7 @@ class _Run:
                 message = (
                     f"run failed after {stopping.env_steps:,} env steps: {error_text}"
                     f"{f' (traceback in {log})' if log else ''}; newest checkpoint {self._newest_checkpoint()}. "
-                    f"Continue with `python train.py --resume {self.run_dir}` once the cause is fixed"
+                    f"Continue with `{resume_command(self.run_dir)}` once the cause is fixed"
                 )
                 raise RunFailed(message) from error
             finally:
@@ -387,11 +387,11 @@ class _Run:
         if iteration == 0:
             return "interrupted", (
                 f"interrupted by {name} before the first chunk; nothing to keep. "
-                f"`python train.py --resume {self.run_dir}` starts it from step 0"
+                f"`{resume_command(self.run_dir)}` starts it from step 0"
             )
         return "interrupted", (
             f"interrupted by {name} at {stopping.env_steps:,} env steps; checkpoint {self._newest_checkpoint()} saved. "
-            f"Continue with `python train.py --resume {self.run_dir}`"
+            f"Continue with `{resume_command(self.run_dir)}`"
         )
 
     def _precompile(self, state, iteration: int) -> None:

@@ -11,7 +11,7 @@ import typing
 import pytest
 
 import train
-from mjx_pbac import algos, cli
+from mjx_pbac import algos, cli, commands
 from mjx_pbac.commands import _common, training
 from mjx_pbac.config import RunConfig, TrainConfig, load_profile
 
@@ -82,7 +82,7 @@ def test_shorthands_set_their_train_options_and_give_back_a_plain_train_config()
         (["--profile", "chain", "--tasks", "--seeds", "2"], "error: --tasks needs a value, e.g. --tasks ant_delayed,ant_very_delayed"),
         (["--profile", "chain", "--sweep", "bootstrap_rate"],
          "error: value error: Error parsing train: malformed sweep 'bootstrap_rate': expected NAME="),
-        (["--profile", "chain", "--seeds", "0"], "Error parsing train: num_seeds must be >= 1, got 0 (see train.py --profile chain --help)"),
+        (["--profile", "chain", "--seeds", "0"], "Error parsing train: num_seeds must be >= 1, got 0 (see python train.py --profile chain --help)"),
         (["--profile", "chain", "--train.totl-steps", "5"], "Unrecognized options: --train.totl-steps, 5"),
         (["--profile", "chain", "--profile-file", "x.toml"], "error: give --profile NAME or --profile-file PATH, not both"),
         (["--resume", "d", "--profile", "chain"], "error: --resume RUN_DIR takes no profile"),
@@ -183,3 +183,58 @@ def test_platform_check_names_what_loaded_and_what_to_install(monkeypatch):
 def test_table_and_probe_refuse_choosing_the_env_but_take_env_overrides():
     assert _common.sets_what_is_chosen(["--train.env", "ant"]) and _common.sets_what_is_chosen(["--train.env=ant"])
     assert not _common.sets_what_is_chosen(["--train.env-overrides", "episode_length=20"])
+
+
+# -- --help alone, and the program named as it was started -----------------------------------
+
+
+def _help(capsys, argv):
+    """(exit code, stdout) of `argv` run in this process as `commands.run` runs it."""
+    code = train.run(argv)
+    return code, capsys.readouterr().out
+
+
+def _total_steps(text: str) -> int:
+    """The default a help shows for --train.total-steps."""
+    return int(re.search(r"--train\.total-steps INT.*?\(default: ([\d_]+)\)", text, re.S)[1])
+
+
+def test_every_command_help_works_alone_and_names_the_program(monkeypatch, capsys):
+    """`python train.py COMMAND --help` with nothing else prints the command's usage and options
+    and exits 0; a command that reads a profile shows the built-in defaults and says how to see a
+    profile's, and with --profile NAME shows that profile's values."""
+    monkeypatch.setattr(sys, "argv", ["train.py"])  # as `python train.py ...` starts
+    code, text = _help(capsys, ["--help"])
+    assert code == 0 and "python train.py --profile NAME" in text
+    for word in commands.COMMANDS:
+        code, text = _help(capsys, [word, "--help"])
+        assert code == 0, (word, text)
+        assert f"usage: python train.py {word} " in text and "--out" in text, (word, text)
+    built_in, chain = RunConfig().train.total_steps, load_profile("chain").train.total_steps
+    assert built_in != chain
+    for word in ("profile", "bench-seeds"):
+        code, text = _help(capsys, [word, "--help"])
+        assert f"python train.py {word} --profile NAME --help" in text and _total_steps(text) == built_in, text
+        code, text = _help(capsys, [word, "--profile", "chain", "--help"])
+        assert code == 0 and _total_steps(text) == chain and "--profile NAME --help" not in text
+    code, text = _help(capsys, ["--seeds", "2", "--help"])  # the training options without a profile
+    assert code == 0 and "usage: python train.py " in text and "python train.py --profile NAME --help" in text
+    assert _total_steps(text) == built_in
+
+
+def test_the_installed_command_names_itself(monkeypatch, capsys):
+    """`mjx-pbac ...` (the [project.scripts] entry point) names `mjx-pbac` in its usage, its help
+    and the commands its errors suggest, never `python train.py`."""
+    monkeypatch.setattr(sys, "argv", ["/venv/bin/mjx-pbac", "profile", "--help"])
+    assert commands.console() == 0
+    text = capsys.readouterr().out
+    usage = next(line for line in text.splitlines() if line.startswith("usage:"))
+    assert usage.startswith("usage: mjx-pbac profile ") and "train.py" not in text, usage
+    monkeypatch.setattr(sys, "argv", ["/venv/bin/mjx-pbac", "--help"])
+    assert commands.console() == 0
+    text = capsys.readouterr().out
+    assert "mjx-pbac --profile NAME" in text and "train.py" not in text
+    monkeypatch.setattr(sys, "argv", ["/venv/bin/mjx-pbac", "--profile", "chain", "--seeds", "0"])
+    assert commands.console() == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.endswith("(see mjx-pbac --profile chain --help)"), line

@@ -166,7 +166,7 @@ def test_no_module_fixture_serves_both_heavy_and_other_tests():
     """Heavy tests run after every other (tests/conftest.py), so a module-scoped fixture that
     both tiers use is torn down when its module's other tests end and built again for its heavy
     ones (the video tests' Hopper run directory was, ~30 s): such a fixture is session-scoped.
-    Checked over every test this session collected, before any `-k` or `-m` deselected."""
+    Checked over every test the test session collected, before any `-k` or `-m` deselected."""
     import sys
 
     tiers: dict[str, set[bool]] = {}

@@ -1,12 +1,15 @@
 """The README and docs/ as checked text: links and images resolve, every quoted `python train.py ...`
 command parses as train.py would parse it (tyro; nothing runs, nothing compiles), every topic page
 says what it covers and which commands it documents, every `docs/<page>.md "<section>"` the code
-cites exists, and the README stays a front page (<= 250 lines).
+cites exists, the README stays a front page (<= 115 lines of <= 200 characters), reference pages
+hold no dates or commit hashes outside links, every evidence page opens with its header and is
+listed in the evidence index, and no file speaks of anything but the project.
 
 Quick tier: it reads text files and parses command lines, a few seconds in all."""
 
 from __future__ import annotations
 
+import itertools
 import re
 import shlex
 import subprocess
@@ -15,7 +18,21 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-README_MAX_LINES = 250
+README_MAX_LINES = 115
+README_MAX_WIDTH = 200
+EVIDENCE = ROOT / "docs" / "evidence"
+DATE = re.compile(r"\b20\d\d-[01]\d-[0-3]\d\b")
+COMMIT = re.compile(r"(?<![\w/.-])(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}(?![\w/-])")
+"""A commit hash as the docs write one: 7-40 hex digits with at least one digit and one letter."""
+OUTSIDE_WORDS = re.compile(
+    r"\.\./shared|QUEUE\.md|\blent\b|\blandings?\b|\blanded\b|\b(?:device|GPU)[- ]calls?\b"
+    r"|\bdevice[- ](?:minutes|seconds|time|sessions?)\b|\b(?:next|GPU|device|this|that) slots?\b"
+    r"|carry: \[|\bcarry it\b|\bno carried\b|\bplanners\b|\bgive_back\b"
+    r"|\b(?:this|that|earlier|next|later|previous|first|second|another|one|same|each) sessions?\b",
+    re.IGNORECASE,
+)
+"""Words of the machines and bookkeeping the work was done with, which no file of the project uses:
+the project speaks of itself, its runs and the device a figure was measured on."""
 
 FENCE = re.compile(r"^(```|~~~).*?^\1[ \t]*$", re.MULTILINE | re.DOTALL)
 LINK = re.compile(r"!?\[(?:[^\]\[]|\[[^\]]*\])*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
@@ -43,14 +60,26 @@ def _tracked(*patterns: str) -> list[Path]:
 
 
 def markdown_files() -> list[Path]:
-    """README.md and every Markdown file under docs/ (pages, and the reports and logs kept there)."""
-    return [ROOT / "README.md", *_tracked("docs/*.md", "docs/**/*.md")]
+    """README.md and every Markdown file under docs/ (pages, and the reports kept with the run data)
+    and benchmarks/."""
+    return [ROOT / "README.md", *_tracked("docs/*.md", "docs/**/*.md", "benchmarks/**/*.md")]
 
 
 def topic_pages() -> list[Path]:
-    """The pages of docs/, one per topic; the reports under docs/ (results.md, probe.md) are
-    outputs of commands, not pages."""
-    return [*sorted((ROOT / "docs").glob("*.md")), ROOT / "docs" / "metaworld" / "closed_loop.md", ROOT / "docs" / "gpu" / "README.md"]
+    """The reference pages, one per topic: docs/*.md and the GPU scripts' README. The evidence
+    pages (docs/evidence/) and the reports under them (results.md, probe.md) are not topic pages."""
+    return [*sorted((ROOT / "docs").glob("*.md")), ROOT / "benchmarks" / "gpu" / "README.md"]
+
+
+def evidence_pages() -> list[Path]:
+    """docs/evidence/<study>.md: one page per study; README.md is their index."""
+    return sorted(path for path in EVIDENCE.glob("*.md") if path.name != "README.md")
+
+
+def without_links(text: str) -> str:
+    """`text` with every Markdown link and image removed (text and target): a date or a commit is
+    allowed there, as the name of an evidence page or of its data."""
+    return LINK.sub("", text)
 
 
 def prose(text: str) -> str:
@@ -103,13 +132,103 @@ def _command_only(command: str) -> str:
 
 
 def test_the_readme_is_a_front_page():
-    lines = (ROOT / "README.md").read_text().splitlines()
+    text = (ROOT / "README.md").read_text()
+    lines = text.splitlines()
     assert len(lines) <= README_MAX_LINES, f"README.md has {len(lines)} lines; the rest belongs in docs/ (limit {README_MAX_LINES})"
-    # The two set-up commands come first, as CI's .ci/run runs the second.
-    assert lines[3].endswith('pip install -e ".[test]" && python train.py --profile quickstart'), lines[3]
-    assert lines[4].endswith('pip install -e ".[test]" && pytest -q'), lines[4]
+    wide = [number for number, line in enumerate(lines, 1) if len(line) > README_MAX_WIDTH]
+    assert not wide, f"README.md lines over {README_MAX_WIDTH} characters: {wide}"
+    # The two set-up commands, a copy-paste pair in one code block; CI's .ci/run runs the second.
+    blocks = [block.group(0).splitlines()[1:-1] for block in FENCE.finditer(text)]
+    pairs = [pair for block in blocks for pair in itertools.pairwise(block)]
+    assert any(
+        a.endswith('pip install -e ".[test]" && python train.py --profile quickstart') and b.endswith('pip install -e ".[test]" && pytest -q')
+        for a, b in pairs
+    ), "README.md: the two set-up commands are not a pair of lines in one code block"
     ci = (ROOT / ".ci" / "run").read_text()
     assert 'pip install -e ".[test]"' in ci and "pytest -q" in ci
+    # No dates or commits in its prose: they are on the evidence pages its results link to.
+    found = DATE.findall(without_links(text)) + COMMIT.findall(without_links(text))
+    assert not found, f"README.md names dates or commits outside links: {found}"
+
+
+@pytest.mark.parametrize("path", topic_pages(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_reference_pages_hold_no_dates_or_commits_outside_links(path):
+    """A reference page says how things are; a figure it quotes links to its evidence page, where
+    the date and the commit are."""
+    text = without_links(path.read_text())
+    found = [f"line {text[:match.start()].count(chr(10)) + 1}: {match.group(0)}" for pattern in (DATE, COMMIT) for match in pattern.finditer(text)]
+    assert not found, f"{path.relative_to(ROOT)}: dates or commits outside links (move them to an evidence page): {found}"
+
+
+def test_the_date_and_commit_checks_can_fail():
+    text = without_links("Measured on 2026-11-28 at e7db462 ([h200-20261128](evidence/h200-20261128.md), [x](a/1b1ff04.md)).")
+    assert DATE.findall(text) == ["2026-11-28"] and COMMIT.findall(text) == ["e7db462"]
+    assert not COMMIT.findall("runs/quickstart-hopper-s0-20261128-101500, 48000 steps, deadline, facade, 1234567")
+
+
+@pytest.mark.parametrize("path", evidence_pages(), ids=lambda p: p.name)
+def test_every_evidence_page_opens_with_its_header(path):
+    """Title, then a `text` block: `date: ... · commit: ... · device: ... · jax ...`, `command: ...`,
+    `data: docs/evidence/data/...` (the data's folder or files exist)."""
+    lines = path.read_text().splitlines()
+    assert lines[0].startswith("# "), f"{path.name}: starts with its title"
+    body = "\n".join(lines[1:]).lstrip("\n")
+    assert body.startswith("```text\n"), f"{path.name}: the header block (```text) comes right after the title"
+    header = body.split("```", 2)[1].splitlines()[1:]
+    labels = [line.split(":", 1)[0] for line in header]
+    assert labels[:3] == ["date", "command", "data"], f"{path.name}: header lines {labels}, want date, command, data"
+    first = header[0]
+    for field in ("commit:", "device:", "jax"):
+        assert field in first, f"{path.name}: the date line names no {field!r}: {first}"
+    assert DATE.search(first), f"{path.name}: no YYYY-MM-DD date in {first}"
+    data = re.findall(r"docs/evidence/data/[\w./-]+", header[2])
+    assert data, f"{path.name}: the data line names no path under docs/evidence/data/: {header[2]}"
+    missing = [name for name in data if not (ROOT / name.rstrip(".,;")).exists()]
+    assert not missing, f"{path.name}: data paths that do not exist: {missing}"
+
+
+def test_the_evidence_index_lists_every_page_newest_first():
+    index = (EVIDENCE / "README.md").read_text()
+    listed = [target for target in LINK.findall(prose(index)) if target.endswith(".md") and "/" not in target]
+    assert sorted(listed) == sorted(path.name for path in evidence_pages()), "docs/evidence/README.md lists every evidence page once"
+    dates = []
+    for name in listed:
+        first = (EVIDENCE / name).read_text().split("```text", 1)[1].splitlines()[1]
+        dates.append(max(DATE.findall(first)))  # a study over several days: its last
+    assert dates == sorted(dates, reverse=True), f"evidence index not newest first: {list(zip(listed, dates))}"
+
+
+def _project_files() -> list[Path]:
+    """Every text file of the project but this one (whose pattern names the words) and the raw
+    logs kept as evidence (a GPU run's log.txt is what its script printed, unedited)."""
+    skipped = {Path(__file__).resolve()}
+    found = []
+    for path in _tracked("*"):
+        if path.resolve() in skipped or path.suffix in (".png", ".gif"):
+            continue
+        if path.is_relative_to(EVIDENCE / "data") and path.suffix not in (".md", ".sh"):
+            continue
+        try:
+            found.append((path, path.read_text()))
+        except UnicodeDecodeError:
+            continue
+    return found
+
+
+def test_no_file_speaks_of_anything_but_the_project():
+    found = [
+        f"{path.relative_to(ROOT)}:{text[:match.start()].count(chr(10)) + 1}: {match.group(0)!r}"
+        for path, text in _project_files()
+        for match in OUTSIDE_WORDS.finditer(text)
+    ]
+    assert not found, "words of the machines the work ran on, not of the project:\n" + "\n".join(found)
+
+
+def test_the_outside_words_check_can_fail():
+    for words in ("see ../shared/gpu/QUEUE.md", "on a lent GPU", "the next slot runs it", "carry: [\".whl\"]", "in an earlier session"):
+        assert OUTSIDE_WORDS.search(words), words
+    for words in ("the test session's start", "contact slots", "every slot", "carried into MJX", "a scan's carry", "the pytest session"):
+        assert not OUTSIDE_WORDS.search(words), words
 
 
 @pytest.mark.parametrize("path", markdown_files(), ids=lambda p: str(p.relative_to(ROOT)))

@@ -1,5 +1,5 @@
-"""The scripts a lent GPU runs (benchmarks/gpu/), dry-run here on the CPU at tiny sizes through the
-same commands, so that none can rot between the rare sessions that have a GPU."""
+"""The scripts of benchmarks/gpu/, which measure on a GPU, dry-run here on the CPU at tiny sizes
+through the same commands, so that none can rot between the runs that have a GPU."""
 
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ def _tune_candidates() -> dict[str, str]:
 
 
 def _what_comes_back(out: Path) -> list[Path]:
-    """The files under OUT, as the device tool would return them (at most 8, 2 folders down)."""
+    """The files under OUT, which the scripts keep to at most 8, 2 folders down (quick to copy back)."""
     return [path for path in out.rglob("*") if path.is_file()]
 
 
@@ -45,11 +45,11 @@ def test_fast_script_dry_run_trains_reports_and_bundles(tmp_path):
     done = _dry_run("fast.sh", out, COMMIT="0123abc")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     device = (out / "device.txt").read_text()
-    # The commit given wins over the checkout's: a device copy's .git can be stale.
+    # The commit given wins over the checkout's: a copy's .git can be stale.
     assert "jax: " in device and "device: cpu" in device and "commit: 0123abc\n" in device and "dry_run: 1" in device
     log = (out / "log.txt").read_text()
-    # One task named: it gets the whole call (FIRST_SECONDS defaults to `all`), and ends on its own.
-    assert "== cartpole_swingup_sparse: cartpole_swingup_sparse_fast, 2 seeds, up to " in log and ", all the call has left (" in log
+    # One task named: it gets the whole run (FIRST_SECONDS defaults to `all`), and ends on its own.
+    assert "== cartpole_swingup_sparse: cartpole_swingup_sparse_fast, 2 seeds, up to " in log and ", all the run has left (" in log
     assert "cartpole_swingup_sparse: exit 0" in log and "cartpole_swingup_sparse: its own end (exit 0)" in log
     # The time-to-score table against the paper's score, from the run's clocks.
     (row,) = json.loads((out / "time_to_score.json").read_text())
@@ -167,7 +167,7 @@ def test_device_script_dry_run(script, tmp_path):
         assert "report/curves_wall_cartpole_swingup_sparse.png" in names
         # Each evaluation written when made, a stop at once and chunks run whole: nothing of a
         # candidate waits for a stop's grace, which killed three runs before their kept evaluations,
-        # and no split chunk compiles while it trains (docs/evidence/data/h200-20261129).
+        # and no split chunk compiles while it trains (docs/evidence/h200-20261129.md).
         with tarfile.open(out / "tune_runs.tgz") as bundle:
             config = json.load(bundle.extractfile("runs/base/config.json"))
         train = config["config"]["train"]
@@ -199,7 +199,7 @@ def test_a_dry_run_key_is_what_a_line_parses_to():
         module.resolved(["bench-envs", "--env", "hopper"])
 
 
-RECORDED_RUN = ROOT / "docs" / "gpu" / "h200-20261128" / "runs" / "reacher_fast_cpu"
+RECORDED_RUN = ROOT / "docs" / "evidence" / "data" / "h200-20261128" / "runs" / "reacher_fast_cpu"
 """A run on file (5 reacher_hard seeds, its logs without checkpoints), for the report's tests."""
 
 
@@ -258,31 +258,34 @@ def test_tune_candidates_resolve_at_the_profiles_own_sizes():
         Schedule.of(config.train)
         resolved[name] = repr(config)
     assert len(set(resolved.values())) == len(resolved) >= 2, sorted(resolved)
-    # The usage lines name candidates the block has (a stale name is an error at the call).
+    # The usage lines name candidates the block has (a stale name is an error when the script runs).
     named = {n for only in re.findall(r'ONLY="([^"]*)"', TUNE.read_text().split("CANDIDATES=(")[0]) for n in only.split()}
     assert named and named <= set(resolved), (named, sorted(resolved))
 
 
 def test_the_gpu_tables_script_reproduces_the_docs_gpu_rows_from_the_records():
+    """Every H200 row that benchmarks/gpu/tables.py prints from the records, by default (its DEFAULT
+    globs), appears word for word in the H200 evidence page or in docs/performance.md."""
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("gpu_tables", ROOT / "benchmarks" / "gpu" / "tables.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    records = [*(ROOT / "docs" / "profiles").glob("h200_*.json"), *(ROOT / "docs" / "gpu").glob("*/*.json")]
-    printed = module.tables(sorted(str(p) for p in records))
+    records = sorted(str(path) for pattern in module.DEFAULT for path in ROOT.glob(pattern))
+    assert any("/throughput/" in path for path in records) and any("/h200-" in path for path in records), records
+    printed = module.tables(records)
     rows = [line for line in printed.splitlines() if line.startswith("| ") and "NVIDIA H200" in line]
     # Three trainer settings and three seed counts at 8f8879a, the paper setting again at 8c31d85.
     assert len(rows) == 7, printed
-    pages = "".join((ROOT / "docs" / page).read_text() for page in ("performance.md", "seeds.md")).replace("**", "")
+    pages = "".join((ROOT / "docs" / page).read_text() for page in ("evidence/throughput-h200.md", "performance.md")).replace("**", "")
     for row in rows:
         assert row in pages, row
 
 
 def test_the_compilation_cache_comes_back_when_it_fits_and_is_restored_as_it_was(tmp_path):
-    """benchmarks/gpu/cache.sh: `save` packs the cache into OUT when the bundle fits what a call
-    brings back (its size, and fewer than 8 files in OUT), else leaves it behind and says why;
-    `restore` unpacks a carried bundle into an empty cache, or says there is none."""
+    """benchmarks/gpu/cache.sh: `save` packs the cache into OUT when the bundle fits what OUT is kept
+    to (its size, and fewer than 8 files in OUT), else leaves it behind and says why;
+    `restore` unpacks an earlier run's bundle into an empty cache, or says there is none."""
     script = ROOT / "benchmarks" / "gpu" / "cache.sh"
     cache, out, again = tmp_path / "cache", tmp_path / "out", tmp_path / "again"
     (cache / "sub").mkdir(parents=True)
@@ -295,10 +298,10 @@ def test_the_compilation_cache_comes_back_when_it_fits_and_is_restored_as_it_was
         assert done.returncode == 0, done.stderr
         return done.stdout
 
-    carried = {"CACHE_CARRIED": str(out / "jax_cache.tgz")}
-    assert "no carried" in run("restore", again, **carried)
+    bundle = {"CACHE_BUNDLE": str(out / "jax_cache.tgz")}
+    assert "no bundle" in run("restore", again, **bundle)
     assert "2 entries" in run("save", cache, out) and (out / "jax_cache.tgz").exists()
-    assert "restored 2 entries" in run("restore", again, **carried)
+    assert "restored 2 entries" in run("restore", again, **bundle)
     assert (again / "jit_train-abc").read_bytes() == (cache / "jit_train-abc").read_bytes()
     assert (again / "sub" / "jit_eval-def").read_bytes() == (cache / "sub" / "jit_eval-def").read_bytes()
     (out / "jax_cache.tgz").unlink()

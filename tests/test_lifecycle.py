@@ -602,7 +602,7 @@ def test_a_stop_says_when_the_checkpoint_it_will_write_is_not_timed_yet(tmp_path
     """A first SIGTERM during a timed chunk promises a stop with a checkpoint in about the chunk's
     rest plus a checkpoint's write; before this process has written one, that write is unknown and
     the promise says so (on the H200 three runs said "about 10 s" and their 2.6 GB checkpoints
-    outran the 20 s grace: docs/evidence/data/h200-20261129)."""
+    outran the 20 s grace: docs/evidence/h200-20261129.md)."""
     from mjx_pbac.lifecycle import Stopping
 
     said = []

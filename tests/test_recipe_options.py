@@ -173,8 +173,8 @@ def test_the_discount_and_weight_decay_are_knobs_of_every_algorithm_and_checked(
 # -- where the options are on (docs/design.md "Recipe options beyond the paper") ----------------
 
 # Profiles whose networks learn LayerNorm's scale and bias, in the sections they set (pbac, sac,
-# bootdqn_p): hopper_delayed's CPU evidence, carried to the delayed GPU recipes of Hopper and
-# Humanoid; the Ant ones keep plain, as on ant_delayed on the CPU (docs/fast_training.md).
+# bootdqn_p): hopper_delayed's CPU evidence, taken to the delayed GPU recipes of Hopper and
+# Humanoid; the Ant ones keep plain, as on ant_delayed on the CPU (docs/evidence/ant-delayed.md).
 AFFINE = {"hopper_delayed_fast_cpu", "hopper_delayed_fast", "hopper_very_delayed_fast", "humanoid_delayed_fast"}
 NORMALISED = {"hopper_delayed_fast_cpu", "hopper_fast_cpu"} | {
     f"{robot}{task}_fast" for robot in ("ant", "hopper", "humanoid") for task in ("", "_delayed", "_very_delayed")

@@ -1,12 +1,11 @@
 #!/usr/bin/env bash
-# The test suite's device-sensitive tests on the GPU, as one pytest call (../shared/gpu/QUEUE.md
-# item 6): every algorithm's training chunk (PBAC's and the others') compiles once, stays on the device and has no
+# The test suite's device-sensitive tests on the GPU, as one pytest command: every algorithm's training chunk (PBAC's and the others') compiles once, stays on the device and has no
 # data-dependent loop or branch; the env step's solve has none either and equals MJX's own; a run
 # resumed from its checkpoint equals the uninterrupted one bit for bit; a run on one device has no
-# mesh. What comes back: device.txt, log.txt, pytest.txt (the summary) and junit.xml.
+# mesh. Written to $OUT: device.txt, log.txt, pytest.txt (the summary) and junit.xml.
 #
-#   COMMIT=<hash> bash benchmarks/gpu/device_tests.sh   # on a lent GPU, one device call (carry .whl)
-#   DRY_RUN=1 bash benchmarks/gpu/device_tests.sh       # here: collects the same tests (they run in the suite)
+#   OUT=<dir> COMMIT=<hash> bash benchmarks/gpu/device_tests.sh   # on a GPU machine
+#   DRY_RUN=1 bash benchmarks/gpu/device_tests.sh                 # on a CPU: collects the same tests (they run in the suite)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 source benchmarks/gpu/setup.sh

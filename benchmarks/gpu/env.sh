@@ -2,8 +2,8 @@
 # Env throughput (`train.py bench-env`): MJX Ant, Humanoid and Hopper from 1 to 16,384 instances
 # beside Gymnasium's C MuJoCo, and Ant with the Euler integrator. One JSON report per env in $OUT.
 #
-#   COMMIT=<hash> bash benchmarks/gpu/env.sh          # on a lent GPU, one device call (carry .whl)
-#   DRY_RUN=1 bash benchmarks/gpu/env.sh              # here: the same commands at tiny sizes (Hopper)
+#   OUT=<dir> COMMIT=<hash> bash benchmarks/gpu/env.sh   # on a GPU machine
+#   DRY_RUN=1 bash benchmarks/gpu/env.sh                 # on a CPU: the same commands at tiny sizes (Hopper)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 source benchmarks/gpu/setup.sh

@@ -1,23 +1,23 @@
 #!/usr/bin/env bash
 # High-throughput PBAC on the MuJoCo tasks: the `<task>_fast` profiles (thousands of envs per
 # seed), SEEDS seeds in one program per task, return against wall-clock and the time to the
-# paper's score (docs/performance.md "Fast training"; ../shared/gpu/QUEUE.md item 5).
+# paper's score (docs/performance.md "Fast training").
 #
-# On a lent GPU, one device call (`carry: [".whl"]`, timeout_s 600):
-#   COMMIT=<hash> bash benchmarks/gpu/fast.sh
-# Here on the CPU, the same commands at tiny sizes (tests/test_gpu_scripts.py runs it):
+# On a GPU machine:
+#   OUT=<dir> COMMIT=<hash> bash benchmarks/gpu/fast.sh
+# On a CPU, the same commands at tiny sizes (tests/test_gpu_scripts.py runs it):
 #   DRY_RUN=1 bash benchmarks/gpu/fast.sh
 #
 # Tasks run one after another in TASKS' order (delayed Ant, Hopper, Humanoid first, then the
 # dense ones) while time is left: the first gets FIRST_SECONDS, each later one TASK_SECONDS,
 # none starts with under MIN_SECONDS left (a program compiles for about a minute), and the
-# script ends by its LIMIT (setup.sh). Either budget may be `all`: everything left in the call,
+# script ends by its LIMIT (setup.sh). Either budget may be `all`: everything left of the LIMIT,
 # less RESERVE_SECONDS for the last report. When TASKS names one task, FIRST_SECONDS defaults to
-# `all`, so one call spends its whole LIMIT on that task (a 10-minute target needs it):
+# `all`, so the script spends its whole LIMIT on that task (a 10-minute target needs it):
 #   TASKS=ant_delayed COMMIT=<hash> LIMIT=560 bash benchmarks/gpu/fast.sh
 # A task cut short by its time keeps the evaluations it made (`bounded`'s `timeout --foreground`
-# sends one SIGTERM: the run checkpoints after its chunk and exits). Written to $OUT as it goes (at most 8
-# files come back from a device call): log.txt, device.txt, results.md and time_to_score.json
+# sends one SIGTERM: the run checkpoints after its chunk and exits). Written to $OUT as it goes (a
+# few files, quick to copy back): log.txt, device.txt, results.md and time_to_score.json
 # (`train.py report --x steps wall`, rewritten after every task and every COPY_SECONDS during
 # one), and fast_runs.tgz (each run's config.json, eval.jsonl, metrics.jsonl, visits.jsonl,
 # summary.json and the whole report with its figures; no checkpoints). The runs themselves stay
@@ -33,7 +33,7 @@ MIN_SECONDS=${MIN_SECONDS:-100}
 RESERVE_SECONDS=${RESERVE_SECONDS:-20}
 COPY_SECONDS=${COPY_SECONDS:-30}
 # The runs (checkpoints included) and the report; only a bundle goes to $OUT. A fresh folder each
-# call: a lent machine may still hold an earlier call's /tmp (docs/evidence/data/h200-20261129b).
+# time: a machine may still hold an earlier run's /tmp (docs/evidence/h200-20261129b.md).
 WORK=${WORK:-$(mktemp -d /tmp/fast.XXXXXX)}
 EXTRA=()
 if [ "${DRY_RUN:-0}" = 1 ]; then
@@ -72,7 +72,7 @@ for task in "${task_list[@]}"; do
     continue
   fi
   first=0
-  log "== $task: ${task}_fast, $SEEDS seeds, up to ${budget} s$( [ "$asked" = all ] && echo ', all the call has left') ($(date -u +%H:%M:%S))"
+  log "== $task: ${task}_fast, $SEEDS seeds, up to ${budget} s$( [ "$asked" = all ] && echo ', all the run has left') ($(date -u +%H:%M:%S))"
   every "$COPY_SECONDS" collect
   bounded "$task" "$budget" python3 train.py --profile "${task}_fast" --seeds "$SEEDS" --train.run-dir "$RUNS/$task" \
     --train.progress False --train.tensorboard False "${EXTRA[@]}"

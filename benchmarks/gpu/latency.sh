@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # The paper's sequential setting on a GPU: where a training step's time goes (env step, gradient
 # steps, the rest), after the fixed-trip solver and the shorter line search against before them
-# (`--baseline`), at 1 and 10 seeds, and which XLA settings cut it (../shared/gpu/QUEUE.md item 1).
+# (`--baseline`), at 1 and 10 seeds, and which XLA settings cut it.
 # Every `train.py profile` report is merged into $OUT/profiles.json as soon as it is written (a run
 # cut short keeps what it measured); the console output goes to $OUT/log.txt.
 #
-#   COMMIT=<hash> bash benchmarks/gpu/latency.sh      # on a lent GPU, one device call (carry .whl)
-#   DRY_RUN=1 bash benchmarks/gpu/latency.sh          # here: the same commands at tiny sizes
+#   OUT=<dir> COMMIT=<hash> bash benchmarks/gpu/latency.sh   # on a GPU machine
+#   DRY_RUN=1 bash benchmarks/gpu/latency.sh                 # on a CPU: the same commands at tiny sizes
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 source benchmarks/gpu/setup.sh

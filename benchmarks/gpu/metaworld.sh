@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# Meta-World on the GPU (../shared/gpu/QUEUE.md item 5): env steps/s and compile time of every
+# Meta-World on the GPU: env steps/s and compile time of every
 # mw_* task at 1,024 and 4,096 instances (`train.py bench-env`), with our model settings (body-tree
 # barriers on, pyramidal cones) and each undone: barriers off, elliptic cones (Meta-World's files).
 # One JSON report per task and setting, merged into $OUT/metaworld.json as it goes (keys TASK_SETTING).
 #
-#   COMMIT=<hash> bash benchmarks/gpu/metaworld.sh    # on a lent GPU, one device call (carry .whl)
-#   DRY_RUN=1 bash benchmarks/gpu/metaworld.sh        # here: one task, 2 instances, two settings
+#   OUT=<dir> COMMIT=<hash> bash benchmarks/gpu/metaworld.sh   # on a GPU machine
+#   DRY_RUN=1 bash benchmarks/gpu/metaworld.sh                 # on a CPU: one task, 2 instances, two settings
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 source benchmarks/gpu/setup.sh

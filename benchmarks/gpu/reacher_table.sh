@@ -1,19 +1,18 @@
 #!/usr/bin/env bash
 # The 10-seed paper-budget reacher_hard PBAC run (100,000 env steps, one env per seed, 5 updates
 # per step, K = 10, width 256) through `train.py table`, so the result comes with the paper's
-# statistics beside 912 [861, 966] / 753 [657, 806] (../shared/gpu/QUEUE.md item 1). At 10.19 ms
-# per step on an H200 (docs/evidence/data/h200-20261128b) it needs ~20 min, two device calls.
+# statistics beside 912 [861, 966] / 753 [657, 806]. At 10.19 ms per step on an H200
+# (docs/evidence/h200-20261128b.md) it needs ~20 min: raise LIMIT, or run the script twice.
 #
-#   COMMIT=<hash> bash benchmarks/gpu/reacher_table.sh   # on a lent GPU, one device call (carry .whl)
-#   DRY_RUN=1 bash benchmarks/gpu/reacher_table.sh       # here: the same commands at tiny sizes
+#   OUT=<dir> COMMIT=<hash> LIMIT=1500 bash benchmarks/gpu/reacher_table.sh   # on a GPU machine
+#   DRY_RUN=1 bash benchmarks/gpu/reacher_table.sh                          # on a CPU: the same commands at tiny sizes
 #
 # Run again with the same TABLE directory (default /tmp/reacher_table), it continues the table:
 # `train.py table` skips a finished run and resumes an interrupted one from its newest checkpoint
-# (every 20,000 steps, and when `bounded` stops it at the call's end: one SIGTERM, a checkpoint
-# after the chunk). The checkpoints hold 10 seeds' replay buffers and networks, far more than a
-# device call returns (16 MiB a file) or carries (64 MiB), so the table stays on the machine: a
-# second call continues it only on the same machine, while it is still held (the next call at
-# once). Elsewhere the call starts the table again.
+# (every 20,000 steps, and when `bounded` stops it at the script's LIMIT: one SIGTERM, a checkpoint
+# after the chunk). The checkpoints hold 10 seeds' replay buffers and networks, too large to copy
+# back with $OUT, so the table stays in TABLE on the machine: a second run continues it only on
+# the same machine. Elsewhere the script starts the table again.
 #
 # What comes back in $OUT, rewritten every COPY_SECONDS (60) and at the end, finished or cut:
 # device.txt, log.txt, table.json (the plan and the run's status), summary.json (how the run ended

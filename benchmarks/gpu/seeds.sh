@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Seeds as a vmapped axis against sequential runs (`train.py bench-seeds`), at the paper's sizes
 # (one env per seed, 5 updates of batch 256 per env step, K = 10, width 256): ant_delayed, then
-# reacher_hard (../shared/gpu/QUEUE.md item 4). One JSON report per task in $OUT.
+# reacher_hard. One JSON report per task in $OUT.
 #
-#   COMMIT=<hash> bash benchmarks/gpu/seeds.sh       # on a lent GPU, one device call (carry .whl)
-#   DRY_RUN=1 bash benchmarks/gpu/seeds.sh           # here: the same commands at tiny sizes
+#   OUT=<dir> COMMIT=<hash> bash benchmarks/gpu/seeds.sh   # on a GPU machine
+#   DRY_RUN=1 bash benchmarks/gpu/seeds.sh                 # on a CPU: the same commands at tiny sizes
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 source benchmarks/gpu/setup.sh

@@ -1,25 +1,33 @@
 # Sourced by the scripts of benchmarks/gpu/ (from the repository root). Two modes:
 #
-# - On a lent GPU machine (the repo copied there, `.whl` carried: `bash benchmarks/gpu/wheels.sh`
-#   builds it here): installs the wheels beside the machine's own CUDA jax.
-# - DRY_RUN=1, here on the CPU: installs nothing; the script runs the same commands at tiny sizes
+# - On a GPU machine (a copy of the repository): installs the wheels of .whl/, if there are any
+#   (`bash benchmarks/gpu/wheels.sh` builds them, for a machine without registry access), beside
+#   the machine's own CUDA jax; without .whl/ it uses the packages installed (`pip install -e
+#   ".[cuda12]"`).
+# - DRY_RUN=1, on a CPU: installs nothing; the script runs the same commands at tiny sizes
 #   (each script picks them), so a test can run it and the script cannot rot unseen.
 #
-# Either way it sets $OUT (what comes back from the device: at most 8 files, 2 folders deep; a
-# dry run without $OUT writes to a temporary directory), $DEADLINE (epoch seconds by which the
-# script must be done: now + $LIMIT, default 540 s, inside the device call's 600; 1500 s in a dry run) and records the
-# device, the jax version and the commit measured in $OUT/device.txt. The commit: $COMMIT when given
-# (pass COMMIT=<hash> in a device command: the device copy's .git, where it has one, can be stale),
-# else `git rev-parse`.
+# Either way it sets $OUT (the output directory, /tmp/out by default; the scripts keep it to a
+# few files, 2 folders deep, so that it is quick to copy back; a dry run without $OUT writes to a
+# temporary directory), $DEADLINE (epoch seconds by which the script must be done: now + $LIMIT,
+# 540 s by default, so that a script fits a 10-minute job; 1500 s in a dry run) and records the
+# device, the jax version and the commit measured in $OUT/device.txt. The commit: $COMMIT when
+# given (pass COMMIT=<hash> where the copy has no .git, or one that may be stale), else
+# `git rev-parse`.
 if [ "${DRY_RUN:-0}" = 1 ]; then
   export OUT=${OUT:-$(mktemp -d)}
 else
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-    && export PYTHONPATH=/tmp/site:$PWD || { echo "setup: installing .whl/ failed (carry .whl, built by benchmarks/gpu/wheels.sh)" >&2; exit 1; }
+  if compgen -G ".whl/*.whl" >/dev/null; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+      && export PYTHONPATH=/tmp/site:$PWD || { echo "setup: installing .whl/ failed (built by benchmarks/gpu/wheels.sh)" >&2; exit 1; }
+  else
+    echo "setup: no wheels in .whl/: using the installed packages" >&2
+    export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
+  fi
   export OUT=${OUT:-/tmp/out}
-  # The runs' compilation cache (`mjx_pbac.compilation_cache`: programs compiled in 1 s or more),
-  # restored from a carried earlier call's and brought back for the next when the script exits
-  # (benchmarks/gpu/cache.sh says how to carry it).
+  # The runs' compilation cache (`mjx_pbac.compilation_cache`), restored from an earlier run's
+  # bundle, .gpu_cache/jax_cache.tgz, and packed into $OUT when the script exits, for the next run
+  # on a fresh machine (benchmarks/gpu/cache.sh).
   export MJX_PBAC_JAX_CACHE=${MJX_PBAC_JAX_CACHE:-/tmp/jax_cache}
   export JAX_COMPILATION_CACHE_DIR=${JAX_COMPILATION_CACHE_DIR:-$MJX_PBAC_JAX_CACHE} JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS=0
 fi
@@ -29,11 +37,11 @@ if [ "${DRY_RUN:-0}" != 1 ]; then
   bash benchmarks/gpu/cache.sh restore "$MJX_PBAC_JAX_CACHE" | tee -a "$OUT/log.txt"
   trap 'bash benchmarks/gpu/cache.sh save "$MJX_PBAC_JAX_CACHE" "$OUT" | tee -a "$OUT/log.txt"' EXIT
 fi
-# A dry run compiles on a CPU (slow, more so on a cold cache): its deadline is not the device call's.
+# A dry run compiles on a CPU (slow, more so on a cold cache): its deadline is longer than a GPU run's.
 if [ "${DRY_RUN:-0}" = 1 ]; then LIMIT=${LIMIT:-1500}; else LIMIT=${LIMIT:-540}; fi
 DEADLINE=$(( $(date +%s) + LIMIT ))
 export LIMIT DEADLINE
-if [ -n "${COMMIT:-}" ]; then  # given: the device copy's .git can be stale (docs/evidence/data/h200-20261129b)
+if [ -n "${COMMIT:-}" ]; then  # given: a copy's .git can be stale (docs/evidence/h200-20261129b.md)
   commit=$COMMIT
 elif commit=$(git rev-parse HEAD 2>/dev/null); then
   git diff --quiet HEAD 2>/dev/null || commit="$commit (with uncommitted changes)"
@@ -55,12 +63,12 @@ seconds_left() { echo $(( DEADLINE - $(date +%s) )); }
 # DEADLINE (less 10 s to write what is left), its output (less XLA's warp chatter) appended to
 # $OUT/log.txt; skipped, and said so, when under 20 s are left. Returns COMMAND's exit code.
 # `--foreground`: timeout signals COMMAND alone, once; without it, it signals COMMAND and then its
-# own process group, and a run took the pair of SIGTERMs as "stop at once" (docs/evidence/data/h200-20261128b).
+# own process group, and a run took the pair of SIGTERMs as "stop at once" (docs/evidence/h200-20261128b.md).
 # BOUNDED_PREFIX=1 bounded ...: each output line is prefixed "[TAG] " (commands run side by side).
 bounded() {
   local tag=$1 seconds=$2; shift 2
   local left=$(( $(seconds_left) - 10 ))
-  [ "${DRY_RUN:-0}" = 1 ] && seconds=$left  # the per-call bounds are sized for a GPU, not for compiling on a CPU
+  [ "${DRY_RUN:-0}" = 1 ] && seconds=$left  # the per-command bounds are sized for a GPU, not for compiling on a CPU
   (( seconds > left )) && seconds=$left
   if (( seconds < 20 )); then
     echo "$tag: skipped, $(seconds_left) s left" | tee -a "$OUT/log.txt"

@@ -1,13 +1,14 @@
-"""The GPU tables of docs/performance.md and docs/seeds.md, printed from the records a device
-session brought back, so that no GPU figure is typed by hand.
+"""The GPU tables of the evidence pages, printed from the JSON records the GPU scripts wrote, so
+that no GPU figure is typed by hand.
 
-    python benchmarks/gpu/tables.py                       # docs/evidence/data/throughput/h200_*.json, docs/gpu/*/*.json
-    python benchmarks/gpu/tables.py docs/gpu/h200-20261201/profiles.json ...
+    python benchmarks/gpu/tables.py                  # the records kept in docs/evidence/data/ (DEFAULT)
+    python benchmarks/gpu/tables.py OUT/profiles.json OUT/bench_seeds_ant_delayed.json ...
 
 Reads `train.py profile` reports (alone, or merged by latency.sh into a profiles.json) and
-`train.py bench-seeds` reports, and prints one Markdown table per kind with the rows in the
-pages' formats (docs/performance.md "Training throughput", docs/seeds.md "Seeds vmapped vs
-sequential runs"), each row naming the card.
+`train.py bench-seeds` reports, skips other JSON and CPU reports, and prints one Markdown table
+per kind, each row naming the card: training throughput in the format of
+docs/evidence/throughput-h200.md "Training throughput" (and docs/performance.md's H200 table),
+seeds in one program in the format of docs/evidence/throughput-h200.md "Seeds in one program".
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import glob
 import json
 from pathlib import Path
 
-DEFAULT = ["docs/evidence/data/throughput/h200_*.json", "docs/gpu/*/*.json"]
+DEFAULT = ["docs/evidence/data/throughput/h200_*.json", "docs/evidence/data/h200-*/*.json"]
 
 TRAINER_HEADER = (
     "| profile and setting | device | env steps/s | gradient updates/s | chunk compile (s) | peak memory |\n"

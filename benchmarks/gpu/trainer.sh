@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Training-loop throughput (`train.py profile`): the paper's one-env Ant setting and two many-env
-# settings (docs/evidence/data/throughput/h200_ant_delayed_*.json were made by this script's predecessor).
+# settings (docs/evidence/data/throughput/h200_ant_delayed_*.json were made by an earlier version of it).
 #
-#   COMMIT=<hash> bash benchmarks/gpu/trainer.sh     # on a lent GPU, one device call (carry .whl)
-#   DRY_RUN=1 bash benchmarks/gpu/trainer.sh         # here: the same commands at tiny sizes
+#   OUT=<dir> COMMIT=<hash> bash benchmarks/gpu/trainer.sh   # on a GPU machine
+#   DRY_RUN=1 bash benchmarks/gpu/trainer.sh                 # on a CPU: the same commands at tiny sizes
 #
-# Each report goes to $OUT/profile_<tag>.json as soon as it is measured; each call is bounded
-# (setup.sh `bounded`) so that a slow compile cannot eat the whole lease.
+# Each report goes to $OUT/profile_<tag>.json as soon as it is measured; each command is bounded
+# (setup.sh `bounded`) so that a slow compile cannot take the script's whole LIMIT.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 source benchmarks/gpu/setup.sh

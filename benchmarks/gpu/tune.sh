@@ -1,28 +1,28 @@
 #!/usr/bin/env bash
-# Every GPU slot a tuning experiment: candidate recipes for ant_delayed on one device call, each the
-# profile `ant_delayed_fast` plus a few `train.py` options, compared by return against env steps
-# and wall-clock and by the time to the paper's score (issue 34 item 5; ../shared/gpu/QUEUE.md item 2).
+# Candidate recipes for ant_delayed compared in one run of about 9 minutes on one GPU, each the
+# profile `ant_delayed_fast` plus a few `train.py` options, by return against env steps and
+# wall-clock and by the time to the paper's score.
 #
-# On a lent GPU, one device call (`carry: [".whl"]`, timeout_s 600):
-#   COMMIT=<hash> LIMIT=540 bash benchmarks/gpu/tune.sh               # every candidate of the block below
+# On a GPU machine:
+#   OUT=<dir> COMMIT=<hash> LIMIT=540 bash benchmarks/gpu/tune.sh       # every candidate of the block below
 #   ONLY="cpu_b1024 w128_b1024" PARALLEL=1 COMMIT=<hash> bash benchmarks/gpu/tune.sh   # two of them, one after the other
-# Here on the CPU, the same commands at tiny sizes (tests/test_gpu_scripts.py runs it):
+# On a CPU, the same commands at tiny sizes (tests/test_gpu_scripts.py runs it):
 #   DRY_RUN=1 bash benchmarks/gpu/tune.sh
 #
 # How it runs: each candidate is a program of its own (its own run directory, named after it),
 # SEEDS seeds (10) as members. A candidate whose options hold a `--sweep KNOB=v1,v2` trains its
 # sweep points as members of that one program (one compile; reported as NAME/pbac KNOB=v1, ...).
-# PARALLEL candidates (default: all those chosen) train at once on the one GPU, in waves: at 8c31d85
-# one `ant_delayed_fast` program took 158 s to compile on an H200 (docs/evidence/data/h200-20261128), so four
-# candidates one after another would spend a 540 s call compiling; side by side, their compiles
-# overlap on the machine's 16 cores and they then share the GPU (XLA_PYTHON_CLIENT_PREALLOCATE=false,
-# so that each takes only the memory it uses). Each wave's candidates get an equal share of what
-# is left of the call's LIMIT (setup.sh), less RESERVE_SECONDS for the last report; a wave with
-# under MIN_SECONDS each (default 180, more than one compile) is not started, and the log says so.
-# Once compiles are short (issue 34 item 2), PARALLEL=1 gives each candidate the GPU alone.
+# PARALLEL candidates (default: all those chosen) train at once on the one GPU, in waves: one
+# `ant_delayed_fast` program took 158 s to compile on an H200 (docs/evidence/h200-20261128.md), so
+# four candidates one after another would spend a 540 s LIMIT compiling; side by side, their
+# compiles overlap on the machine's cores (16 there) and they then share the GPU
+# (XLA_PYTHON_CLIENT_PREALLOCATE=false, so that each takes only the memory it uses). Each wave's
+# candidates get an equal share of what is left of the LIMIT (setup.sh), less RESERVE_SECONDS for
+# the last report; a wave with under MIN_SECONDS each (default 180, more than one compile) is not
+# started, and the log says so. PARALLEL=1 gives each candidate the GPU alone.
 #
 # What it writes to $OUT, as it goes (rewritten every COPY_SECONDS during the runs and after each
-# wave, so a call cut short still says which candidate leads; at most 8 files come back):
+# wave, so a run cut short still says which candidate leads; a few files, quick to copy back):
 #   results.md          "Standing": one row per candidate (and sweep point), the leader first:
 #                       its options, state, env steps per seed trained, env steps/s (all seeds), compile seconds,
 #                       the last evaluation's IQM return and wall-clock, the best IQM, and when
@@ -49,51 +49,27 @@ source benchmarks/gpu/setup.sh
 # ==== Candidates: "NAME|OPTIONS", one a line ===================================================
 # NAME names the run directory and the report's column (letters, digits, '_', '-'); OPTIONS are
 # `train.py` options added to the profile, split at spaces (no quoting). The first is the profile
-# as it is, the reference. Edit this block alone to change what a slot tries.
-# Round 3 (prepared 2026-12-01 on the 2-core EPYC CPU; docs/fast_training.md,
-# "Gradient steps, not sampled transitions"). Rounds 1-2 on the H200 (docs/evidence/data/h200-20261129,
-# h200-20261129b) showed no learning by 256,000-460,800 env steps per seed, and the CPU says why:
-# on ant_delayed (3 seeds), the CPU recipe's 64 sampled transitions per env step taken as 4x fewer,
-# 4x larger gradient steps reached a mean of 773 at 144,000 env steps against the recipe's 1,273,
-# and as 8x fewer 154; the profile takes one gradient step per 256 env steps, 128x fewer than the
-# recipe. The recipe's gradient steps with 4x the batch (8 x 512) reached 1,567 at 96,000 against
-# its 1,006, and 1,910 at 144,000 against 1,273. On the H200 a gradient step of the paper's
-# networks took ~0.43 ms against ~12.9 ms for a vector step of Ant's physics at small instance
-# counts (docs/evidence/data/h200-20261128, latency-bound), so a GPU recipe buys gradient steps, and larger
-# batches, cheaply with few envs per seed; and more envs per seed bought little on the CPU (64 envs
-# at the recipe's 8 x 128: a mean of 1,169 at 6,000 vector steps against 1,006; 8 x 512 at 16 envs
-# 1,567), nor did twice the gradient steps (16 x 512: 1,098, 2026-12-02; so no ladder of them
-# here). So, at the CPU recipe's 16 envs and 8 gradient steps per vector step: `cpu`, the CPU
-# recipe as it is (batch 128, K = 5 of width 64, lr 1e-3; 5-seed IQM 1,846 at 288,000 env steps on
-# the CPU with this plain LayerNorm); `cpu_b512`, with 4x the batch; `n16_u8`, batch 512 with the
-# profile's networks and rates (K = 10 of width 256, lr 3e-4), which decides what `ant_delayed_fast`
-# becomes. Then (2026-12-02) 8 x 1,024 on the CPU: a mean of 2,405 at 96,000 env steps against
-# 8 x 512's 1,567 (859 against 411 at 48,000; every seed above 8 x 512's highest), above where
-# 8 x 512 levelled off by 288,000 (2,205). Resumed, 8 x 1,024 itself levelled off near 3,000 from
-# 240,000 on (mean 3,088 and IQM 2,989 at 288,000): each doubling of the batch raised the level the
-# curve settles at. 8 x 2,048 on the CPU did not repeat the gain at 48,000 (mean 591 against 859,
-# 3 seeds), and its CPU run could not go on. Then (2026-12-02) 64 envs per seed at 8 x 1,024: a
-# mean of 1,907 at 3,000 vector steps (192,000 env steps) against 16 envs' 859, and 2,326 at 4,500,
-# so at this batch 4x the envs (nearly free on a GPU, where a vector step's physics is
-# latency-bound) learned more per vector step, unlike at batch 128. So `cpu_b1024` (16 envs) beside
-# `n64_b1024` (64 envs, its evaluations and chunks at the same vector steps), which took
-# `cpu_b2048`'s place (that slot's pair, until width 128 below). `cpu_b2048`,
-# `cpu` and `cpu_b512` (the same options at batch 2,048, 128 and
-# 512) left the block, so that it stays at four candidates (the dry run trains each); all three
-# are measured on the CPU, and a later round can put them back to anchor the GPU's curves. All but
-# `base` evaluate every 3,000 vector steps per seed (48,000 env steps at 16 envs, 192,000 at 64;
-# ~50 s of GPU time between evaluations, estimated) and share their other sizes, spelled out in each line so that candidates.json records each
-# candidate's whole options. Round 2's u8, n256 and n256_u8 (one gradient step per 128, 64 and 32
-# env steps) are left out. Tried at 8 x 1,024 on the CPU (2026-12-03) and left out, each behind by 96,000
-# env steps: width 128 (until resumed, below), LayerNorm's scale and bias, K = 10, lr 3e-4; tau 0.05, which did not learn by 48,000;
-# a starting alpha of 0.001, behind at 48,000 (docs/fast_training.md). Then (2026-12-03) width 128,
-# resumed: level with width 64 in the mean at 144,000 (2,616 against 2,579), above it at 192,000
-# (3,056 against 2,889; IQM 2,421 against 2,954), one seed's whole episodes at 4,228 and 4,327
-# where no width-64 seed passed 3,373 to 288,000: width 64's level near 3,000 is
-# the speed of its gait, below the target's 4,624. So `w128_b1024` (`cpu_b1024` at width 128) took
-# `n16_u8`'s place (its K = 10, lr 3e-4 and batch 512 each learned less on the CPU; a later round
-# can put it back), and the next slot: ONLY="cpu_b1024 w128_b1024" PARALLEL=2, width against width at
-# 10 seeds; `n64_b1024` waits for a later call.
+# as it is, the reference. Edit this block alone to change what a run compares.
+# The candidates keep the CPU recipe's 16 envs per seed and 8 gradient steps per vector step
+# (docs/evidence/ant-delayed.md). On ant_delayed on the 2-core CPU (3 seeds), the same sampled
+# transitions taken as 4x and 8x fewer, larger gradient steps reached a mean of 773 and 154 at
+# 144,000 env steps against the recipe's 1,273, while a larger batch at the recipe's gradient
+# steps raised the level the curve settles at (8 x 512 near 2,000, 8 x 1,024 near 3,000). The
+# profile takes one gradient step per 256 env steps and showed no learning by 256,000-460,800 env
+# steps per seed on an H200 (docs/evidence/h200-20261129.md, docs/evidence/h200-20261129b.md),
+# where a gradient step of the paper's networks took ~0.43 ms against ~12.9 ms for a vector step
+# of Ant's physics at small instance counts (docs/evidence/h200-20261128.md): with few envs per
+# seed, gradient steps and larger batches are cheap on a GPU.
+#   base        the profile as it is
+#   cpu_b1024   the CPU recipe (K = 5 of width 64, lr 1e-3) at batch 1,024: on the CPU a mean of
+#               2,405 at 96,000 env steps, level near 3,000 from 240,000 on
+#   n64_b1024   the same at 64 envs per seed: on the CPU a mean of 1,907 at 3,000 vector steps
+#               (192,000 env steps) against 16 envs' 859 at 3,000 (48,000)
+#   w128_b1024  cpu_b1024 at width 128: on the CPU level with width 64 in the mean at 144,000 env
+#               steps (2,616 against 2,579), above it at 192,000 (3,056 against 2,889), one seed's
+#               whole episodes at 4,228 and 4,327 where no width-64 seed passed 3,373 by 288,000
+# All but base evaluate every 3,000 vector steps per seed (48,000 env steps at 16 envs, 192,000 at
+# 64) and spell out their sizes, so that candidates.json records each candidate's whole options.
 CANDIDATES=(
   "base|"
   "cpu_b1024|--train.num-envs 16 --train.warmup-steps 8000 --train.chunk-steps 16000 --train.eval-interval 48000 --train.updates-per-step 8 --train.batch-size 1024 --pbac.num-critics 5 --pbac.hidden-sizes 64 64 --pbac.critic-lr 1e-3 --pbac.actor-lr 1e-3 --pbac.alpha-lr 1e-3"
@@ -109,17 +85,17 @@ MIN_SECONDS=${MIN_SECONDS:-180}
 RESERVE_SECONDS=${RESERVE_SECONDS:-25}
 COPY_SECONDS=${COPY_SECONDS:-30}
 # The runs (checkpoints included) and the report; only a bundle goes to $OUT. A fresh folder each
-# call: a lent machine is not always bare, and on 2026-11-29 (docs/evidence/data/h200-20261129b) /tmp/tune still
-# held the call before's runs, whose folders a candidate of the same name would have found taken.
+# time: a machine is not always bare, and an earlier run's /tmp/tune once held folders that a
+# candidate of the same name would have found taken (docs/evidence/h200-20261129b.md).
 WORK=${WORK:-$(mktemp -d /tmp/tune.XXXXXX)}
 # Every candidate writes each evaluation when it is made (none kept on the device for a batched one
 # later), stops at once at its time (its checkpoints stay on the GPU machine and are lost, so a
 # stop checkpoint would only spend the grace) and runs its chunks whole (short chunks serve a
-# stop's grace; each split length is one more compile of the training program). On 2026-11-29
-# (docs/evidence/data/h200-20261129) three candidates writing their 2.6 GB stop checkpoints at once outran
-# `timeout`'s 20 s and were killed before the evaluations they had kept for after it, and sharing
-# the GPU slowed every chunk past the 10 s target, so each candidate compiled split chunks while
-# it trained (n256: at least 95 s of its 531). A candidate's own options come after these.
+# stop's grace; each split length is one more compile of the training program). Without these,
+# three candidates writing their 2.6 GB stop checkpoints at once outran `timeout`'s 20 s and were
+# killed before the evaluations they had kept for after it, and sharing the GPU slowed every chunk
+# past the 10 s target, so each candidate compiled split chunks while it trained (n256: at least
+# 95 s of its 531; docs/evidence/h200-20261129.md). A candidate's own options come after these.
 TUNE_RUN=(--train.eval-batch 1 --train.stop-grace-seconds 0 --train.chunk-seconds 0)
 TINY=()
 if [ "${DRY_RUN:-0}" = 1 ]; then

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# Prepares .whl/ (git-ignored) for a lent GPU machine, which has no registry access and its own
-# CUDA jax: every package of this project's dependency closure (as installed in this venv, exact
-# versions) that the machine's image lacks, as Python 3.12 x86-64 wheels. Run here, from the repo
-# root, with the project's venv active; then carry `.whl` in the device call (benchmarks/gpu/setup.sh
-# installs them there). The image's package names are those listed in the device tool's KINDS.md.
-# dm-control's wheel (56 MB) would break the 64 MiB a device call may carry, and the DM Control
-# tasks read only its suite's XML files (envs/dm_control.py): a slim wheel of those files
-# (~0.4 MB) stands in for it, and its own dependencies are left out.
+# Prepares .whl/ (git-ignored) for a GPU machine without registry access that has its own CUDA
+# jax: every package of this project's dependency closure (as installed in this venv, exact
+# versions) that the machine's image lacks (ON_IMAGE below: the packages of an image with CUDA jax
+# and the usual scientific Python stack; edit it for yours), as Python 3.12 x86-64 wheels. Run it
+# from the repository root with the project's venv active, then copy the repository with .whl/ to
+# the GPU machine (benchmarks/gpu/setup.sh installs the wheels there). dm-control's wheel (56 MB)
+# would triple the copy, and the DM Control tasks read only its suite's XML files
+# (envs/dm_control.py): a slim wheel of those files (~0.4 MB) stands in for it, and its own
+# dependencies are left out.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 python3 - > /tmp/gpu_wheels.txt <<'PY'

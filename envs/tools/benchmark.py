@@ -153,7 +153,7 @@ def run_benchmark(
     cfg: EnvBenchConfig, progress: Callable[[str], None] = print, out: str | None = None
 ) -> dict[str, Any]:
     """Times every (env, num_envs); with `out`, rewrites the report there after each row, so a
-    run stopped part-way (a time limit on a lent GPU) keeps what it measured."""
+    run stopped part-way (by a time limit, say) keeps what it measured."""
     report: dict[str, Any] = {
         "device": device_info(),
         "config": dataclasses.asdict(cfg),

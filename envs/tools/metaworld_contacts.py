@@ -44,7 +44,7 @@ KEEP_DISTANCE = 0.03
 """A geom pair stays a contact candidate if it came within this distance (m) in any of the
 measured episodes (`measure`)."""
 
-REPORT_FILE = os.path.normpath(os.path.join(os.path.dirname(MANIFEST_FILE), "..", "docs", "metaworld_model.json"))
+REPORT_FILE = os.path.normpath(os.path.join(os.path.dirname(MANIFEST_FILE), "..", "docs", "evidence", "data", "metaworld", "metaworld_model.json"))
 """Where `--measure` writes its report."""
 
 POLICY_KINDS = ("scripted", "noisy0.3", "noisy1.0", "mixed", "sticky", "random")

@@ -40,7 +40,7 @@ _USAGE = """mjx-pbac's one entry point.
 Train:
 {training}
 
-Other commands (`python train.py COMMAND --help`):
+Other commands (`{prog} COMMAND --help`):
 {commands}
 
 Compiled programs are cached in ~/.cache/mjx-pbac/jax ($MJX_PBAC_JAX_CACHE moves it; empty turns
@@ -55,8 +55,9 @@ Algorithms (--algo) and the knobs --sweep NAME=v1,v2,... can vary:
 
 def usage() -> str:
     """`train.py --help`: the training command's usage, each command's summary, and the
-    algorithms with their sweepable knobs as the config defines them."""
-    from mjx_pbac import algos
+    algorithms with their sweepable knobs as the config defines them; it names the program as
+    it was started (`cli.program`: `python train.py` or `mjx-pbac`)."""
+    from mjx_pbac import algos, cli
 
     width = max(map(len, COMMANDS))
     commands = "\n".join(  # 97 columns: the width the usage's prose is wrapped at
@@ -68,7 +69,8 @@ def usage() -> str:
         textwrap.fill(", ".join(algos.sweepable(algo)), 100, initial_indent=f"  {algo:{width}s}  ", subsequent_indent=" " * (width + 4))
         for algo in _common.algo_names()
     )
-    return _USAGE.format(training=training.USAGE, commands=commands, algorithms=knobs)
+    prog = cli.program()
+    return _USAGE.format(prog=prog, training=training.usage(prog), commands=commands, algorithms=knobs)
 
 
 def main(argv: list[str]) -> None:

@@ -5,6 +5,7 @@ the one-line `SystemExit("error: ...")` that `commands.run` prints with exit cod
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import sys
 import typing
 from typing import Any
@@ -88,10 +89,15 @@ def check_memory(config: RunConfig) -> None:
 
 def measurement(kind: type, command: str, argv: list[str]) -> tuple[str, Any]:
     """(profile name, the command's options) of `train.py COMMAND --profile NAME ...`: the options
-    `kind` declares, its `run` field the profile's config with the training options applied."""
+    `kind` declares, its `run` field the profile's config with the training options applied.
+    `COMMAND --help` without a profile shows the options with the built-in defaults."""
     chosen, rest = cli.choose(cli.ProfileChoice, argv)
-    base = load(chosen.profile)
-    args = cli.parse(kind, rest, f"train.py {command} --profile {chosen.profile}", default=kind(run=cli.TrainOptions.wrap(base)))
+    prog = f"{cli.program()} {command}"
+    if chosen.profile is None and cli.asks_help(rest):  # the help exits in the parse below
+        base, help_text = RunConfig(), {"description": f"{inspect.getdoc(kind)}\n\n{cli.profile_hint(prog)}"}
+    else:
+        base, help_text, prog = load(chosen.profile), {}, f"{prog} --profile {chosen.profile}"
+    args = cli.parse(kind, rest, prog, default=kind(run=cli.TrainOptions.wrap(base)), **help_text)
     args = dataclasses.replace(args, run=cli.TrainOptions.unwrap(args.run))
     use_platform(args.run.train.platform)
     check_env(args.run)
@@ -115,6 +121,6 @@ def one_process(command: str) -> None:
 
     if jax.process_count() > 1:
         raise SystemExit(
-            f"error: train.py {command} runs in one process (it uses every device of its host); on several hosts, "
+            f"error: {cli.program()} {command} runs in one process (it uses every device of its host); on several hosts, "
             "run each of its runs with the training command (docs/seeds.md, section: Several devices and hosts)"
         )

@@ -65,7 +65,7 @@ def main(argv: list[str]) -> None:
     import envs
     from envs.tools import benchmark
 
-    args = cli.parse(Args, argv, "train.py bench-env")
+    args = cli.parse(Args, argv, f"{cli.program()} bench-env")
     _common.use_platform(args.platform, "--platform")
     try:
         config = benchmark.EnvBenchConfig(**args.bench_config_fields(), overrides=_common.parse_overrides(args.set))

@@ -50,7 +50,7 @@ def main(argv: list[str]) -> None:
     from mjx_pbac import policy, rundir
     from mjx_pbac.records import success_rates
 
-    args = cli.parse(Args, argv, "train.py evaluate")
+    args = cli.parse(Args, argv, f"{cli.program()} evaluate")
     if args.episodes is not None and args.episodes < 1:
         raise SystemExit(f"error: --episodes must be >= 1, got {args.episodes}")
     overrides = tuple(f"{key}={value}" for key, value in _common.parse_overrides(args.set))

@@ -32,7 +32,7 @@ class Args:
     length: seeds that reached the goal in training, first-visit step, final greedy return, seeds
     solved, ensemble disagreement; per variant the largest length solved in >= 8/10 seeds),
     OUT/probe_success.png and OUT/spread_position.png. Running the same command again continues:
-    finished variants are skipped, interrupted ones resume; `train.py report OUT` rewrites the
+    finished variants are skipped, interrupted ones resume; the `report OUT` command rewrites the
     report.
 
     Any training option applies to every variant, e.g. --train.total-steps 5000 for a short trial."""
@@ -56,7 +56,7 @@ def main(argv: list[str]) -> None:
     from mjx_pbac.probe import known_answers, task_name, variant_args, write_probe_report
     from mjx_pbac.table import Program, run_table
 
-    args, rest = cli.parse(Args, argv, "train.py probe", known_only=True)
+    args, rest = cli.parse(Args, argv, f"{cli.program()} probe", known_only=True)
     names, lengths = _variants_and_lengths(args)
     if _common.sets_what_is_chosen(rest):
         raise SystemExit("error: probe chooses the algorithm, env and tasks of each run; use --algos and --lengths")
@@ -64,7 +64,7 @@ def main(argv: list[str]) -> None:
     length_args = ["--train.env", tasks[0], *(["--tasks", ",".join(tasks[1:])] if len(tasks) > 1 else [])]
     seed_args = ["--seeds", str(args.seeds)]
     profile_config = _common.load(args.profile)
-    base = cli.configure(profile_config, [*rest, *seed_args], prog=f"train.py probe (profile {args.profile})")
+    base = cli.configure(profile_config, [*rest, *seed_args], prog=f"{cli.program()} probe (profile {args.profile})")
     _common.use_platform(base.train.platform)
     _common.one_process("probe")
     if not base.train.env.startswith("deep_chain"):
@@ -77,7 +77,7 @@ def main(argv: list[str]) -> None:
     for name in names:
         variant = VARIANTS[name]
         options = [*rest, *seed_args, "--algo", variant.algo, *variant_args(name, base), *length_args]
-        config = cli.configure(profile_config, options, prog=f"train.py probe (variant {name})")
+        config = cli.configure(profile_config, options, prog=f"{cli.program()} probe (variant {name})")
         _common.check_env(config)
         programs.append(Program(variant.algo, tuple(tasks), config, label=name))
     env_overrides = dict(parse(base.train.env_overrides))
@@ -94,7 +94,7 @@ def main(argv: list[str]) -> None:
         "runs": {name: f"{out_dir}/runs/{name}" for name in names},
         "known": known,
         "device": devices.device_description()["device_kind"],
-        "command": "python train.py probe " + " ".join(argv),
+        "command": f"{cli.program()} probe " + " ".join(argv),
     }
     _write_plan(out_dir, plan)
     print(f"probe: {len(names)} variant(s) x {len(lengths)} length(s) x {plan['seeds']} seed(s), one program per variant -> {out_dir}", file=sys.stderr)

@@ -51,7 +51,7 @@ class Args:
     and algorithm with other options are then compared side by side, not taken as seeds of one method."""
     frames: bool = False
     """Add frames_<task>.png: six moments of an evaluation episode of each task's final policy (its first
-    method's first seed), drawn by MuJoCo (`train.py video`); rolls the policy out, so it compiles (minutes on a CPU)."""
+    method's first seed), drawn by MuJoCo (as the `video` command draws); rolls the policy out, so it compiles (minutes on a CPU)."""
 
 
 def main(argv: list[str]) -> None:
@@ -59,7 +59,7 @@ def main(argv: list[str]) -> None:
     from mjx_pbac.report import ExplorationPlot, parse_scores, write_report
 
     _report_on_cpu()
-    args = cli.parse(Args, argv, "train.py report")
+    args = cli.parse(Args, argv, f"{cli.program()} report")
     plots = []
     for entry in (entry for entries in args.explore for entry in entries):
         parts = entry.split(",")

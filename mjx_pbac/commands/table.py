@@ -49,7 +49,7 @@ def main(argv: list[str]) -> None:
     """Plans the block (or tasks) `argv` names into programs and runs them, then the report."""
     from mjx_pbac.table import BLOCKS, plan, run_table
 
-    args, rest = cli.parse(Args, argv, "train.py table", known_only=True)
+    args, rest = cli.parse(Args, argv, f"{cli.program()} table", known_only=True)
     if (args.block is None) == (args.tasks is None):
         raise SystemExit(f"error: give one of --block ({', '.join(BLOCKS)}) or --tasks T1,T2,...")
     if args.block is not None and args.block not in BLOCKS:
@@ -68,7 +68,7 @@ def main(argv: list[str]) -> None:
     configs = {}
     for algo in algo_names:
         for task in task_names:
-            config = cli.configure(_common.load(task), [*rest, "--seeds", str(seeds), "--algo", algo], prog=f"train.py table (profile {task})")
+            config = cli.configure(_common.load(task), [*rest, "--seeds", str(seeds), "--algo", algo], prog=f"{cli.program()} table (profile {task})")
             if not configs:
                 _common.use_platform(config.train.platform)
                 _common.one_process("table")

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import sys
 from pathlib import Path
 
@@ -12,21 +13,25 @@ from mjx_pbac import cli
 from mjx_pbac.commands import _common
 from mjx_pbac.config import RunConfig
 
-USAGE = """\
-  python train.py --profile NAME [--train.KEY VALUE] [--algo ALGO] [--ALGO.KEY VALUE]
-                  [--seeds N] [--sweep NAME=v1,v2,... ...] [--tasks A,B,...]
+_USAGE = """\
+  {prog} --profile NAME [--train.KEY VALUE] [--algo ALGO] [--ALGO.KEY VALUE]
+  {pad} [--seeds N] [--sweep NAME=v1,v2,... ...] [--tasks A,B,...]
       trains ALGO (one of the algorithms listed below; the profile's if not given) with the preset
-      profiles/NAME.toml; any option overrides it (`python train.py --profile NAME --help` lists
+      profiles/NAME.toml; any option overrides it (`{prog} --profile NAME --help` lists
       every option with the profile's values). --seeds N trains seeds seed..seed+N-1 as one
       vmapped program; --sweep crosses a grid of the algorithm's knobs (listed below) with the
       seeds. --tasks A,B trains more tasks of the same robot (e.g. ant_delayed,ant_very_delayed)
       as members of the same program, each with its own profile's per-task values.
       --profile-file PATH takes a TOML profile from anywhere instead of profiles/.
-  python train.py --resume RUN_DIR [--train.total-steps N ...]
+  {prog} --resume RUN_DIR [--train.total-steps N ...]
       continues an interrupted run from its newest checkpoint, with its saved config.
-  python train.py --list-profiles
+  {prog} --list-profiles
       the available profiles."""
-"""The training command's part of `train.py --help`."""
+
+
+def usage(prog: str) -> str:
+    """The training command's part of `train.py --help`, naming the program `prog`."""
+    return _USAGE.format(prog=prog, pad=" " * len(prog))
 
 
 def main(argv: list[str]) -> None:
@@ -38,6 +43,10 @@ def main(argv: list[str]) -> None:
     if chosen.list_profiles:
         _list_profiles()
         return
+    program = cli.program()
+    if (chosen.profile, chosen.profile_file, chosen.resume) == (None, None, None) and cli.asks_help(rest):
+        description = f"{inspect.getdoc(RunConfig)}\n\n{cli.profile_hint(program)}"
+        cli.configure(RunConfig(), rest, program, description=description)  # prints the help and exits
     if chosen.resume is not None:
         if chosen.profile is not None or chosen.profile_file is not None:
             raise SystemExit(
@@ -51,11 +60,11 @@ def main(argv: list[str]) -> None:
     if chosen.profile is not None and chosen.profile_file is not None:
         raise SystemExit("error: give --profile NAME or --profile-file PATH, not both")
     if chosen.profile_file is not None:
-        name, prog = "file-" + safe_name(Path(chosen.profile_file).stem), f"train.py --profile-file {chosen.profile_file}"
+        name, prog = "file-" + safe_name(Path(chosen.profile_file).stem), f"{program} --profile-file {chosen.profile_file}"
     else:
-        name, prog = chosen.profile, f"train.py --profile {chosen.profile}"
+        name, prog = chosen.profile, f"{program} --profile {chosen.profile}"
     config = cli.configure(_common.load(chosen.profile, chosen.profile_file), rest, prog)
-    config = _with_task_profiles(config, rest, prog=f"train.py --profile {name}")
+    config = _with_task_profiles(config, rest, prog=f"{program} --profile {name}")
     _common.use_platform(config.train.platform)
     _common.check_env(config)
     print(f"run finished: {runner.train(config, profile=name)}")

@@ -29,7 +29,7 @@ class Args:
     run_dir: tyro.conf.Positional[str]
     """The run directory (its config.json and checkpoints/)."""
     member: int = 0
-    """The member filmed (`train.py evaluate` lists them)."""
+    """The member filmed (the `evaluate` command lists them)."""
     episodes: int = 1
     """Episodes, one after another in the film."""
     checkpoint: str | None = None
@@ -45,7 +45,7 @@ class Args:
     fps: float = 30.0
     """Pictures per second of film; every n-th step is drawn so that the film runs in real time."""
     set: tuple[str, ...] = ()
-    """Env overrides KEY=VALUE added to the run's, as `train.py evaluate --set`."""
+    """Env overrides KEY=VALUE added to the run's, as `evaluate --set`."""
     platform: Platform = "auto"
     """Where to roll out, as the training command's --train.platform."""
 
@@ -54,7 +54,7 @@ def main(argv: list[str]) -> None:
     """Films the member `argv` names and writes the file."""
     from mjx_pbac import policy, rundir, video
 
-    args = cli.parse(Args, argv, "train.py video")
+    args = cli.parse(Args, argv, f"{cli.program()} video")
     if args.episodes < 1:
         raise SystemExit(f"error: --episodes must be >= 1, got {args.episodes}")
     for name, value in (("--width", args.width), ("--height", args.height)):

@@ -54,7 +54,7 @@ def save_png(figure: Figure, path: Path, dpi: int) -> Path:
     figure.savefig(buffer, format="png", dpi=dpi)
     buffer.seek(0)
     with Image.open(buffer) as image:
-        palette = image.convert("RGB").quantize(PALETTE_COLOURS, method=Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE)
+        palette = image.convert("RGB").quantize(PALETTE_COLOURS, method=Image.Quantize.FASTOCTREE, dither=Image.Dither.NONE)
     palette.save(path, format="PNG", optimize=True)
     return path
 

@@ -295,8 +295,10 @@ def load_runs(run_dirs: PathLike | Iterable[PathLike], by_run: bool = False) -> 
             if curve.method not in methods:
                 methods.append(curve.method)
     if duplicates:
+        from mjx_pbac.cli import program
+
         raise ValueError(
-            "the same seed appears twice (runs with other settings? `train.py report --by-run True` names each "
+            f"the same seed appears twice (runs with other settings? `{program()} report --by-run True` names each "
             "method after its run directory):\n  " + "\n  ".join(duplicates)
         )
 

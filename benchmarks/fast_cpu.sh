@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # The CPU evidence of the wall-clock recipes (docs/recipes.md; docs/evidence/dmc-cpu-recipe.md,
 # docs/evidence/hopper-delayed.md): on each task, PBAC's `<task>_fast_cpu` recipe with 5
-# seeds in one program, then the other variants at the same sizes (SAC: `--algo sac`, the
-# profile's [sac] section: same envs, batch, updates per vector step, width, learning rates), each
-# run alone on the CPU (wall-clock is what is measured), then the report: return against
-# env steps and wall-clock, and the time to 90 % and 100 % of the paper's PBAC final IQM.
+# seeds in one program, then the other variants at the same sizes (the baselines: `--algo NAME`,
+# the profile's [NAME] section: same envs, batch, updates per vector step, width, K, learning
+# rates), each run alone on the CPU (wall-clock is what is measured), then the report: return
+# against env steps and wall-clock, and the time to 90 % and 100 % of the paper's PBAC final IQM.
+# The paper's comparison at the CPU recipes, every algorithm on every recipe task, is one
+# `train.py table` command instead (docs/evidence/baselines-cpu.md).
 #
 #   bash benchmarks/fast_cpu.sh                      # the DM Control tasks, PBAC then SAC (~1 h 45 min on 2 cores)
 #   TASKS=reacher_hard VARIANTS=pbac bash benchmarks/fast_cpu.sh
@@ -12,7 +14,7 @@
 #     REPORT=docs/evidence/data/hopper-delayed/report bash benchmarks/fast_cpu.sh   # docs/evidence/hopper-delayed.md
 #   TASKS=hopper_delayed VARIANTS="pbac_ln_plain pbac_ln_none" ... # its LayerNorm ablations, the same way
 #
-# Variants: pbac (the profile), sac (`--algo sac`), and ablations of a recipe's options, each PBAC
+# Variants: pbac (the profile), sac, bootdqn_p, drnd, ben (`--algo NAME`), and ablations of a recipe's options, each PBAC
 # with one option set against the Hopper recipes: pbac_raw_obs (observation normalisation off),
 # pbac_ln_plain (the paper's LayerNorm without scale and bias), pbac_ln_none (no LayerNorm).
 # Runs go to $RUNS (default runs/fast_cpu/<variant>_<task>); a run that exists is resumed
@@ -33,10 +35,13 @@ options() {  # VARIANT: its train.py options beyond the profile
   case $1 in
     pbac) echo "--algo pbac" ;;
     sac) echo "--algo sac" ;;
+    bootdqn_p) echo "--algo bootdqn_p" ;;
+    drnd) echo "--algo drnd" ;;
+    ben) echo "--algo ben" ;;
     pbac_raw_obs) echo "--algo pbac --train.normalize-observations False" ;;
     pbac_ln_plain) echo "--algo pbac --pbac.layer-norm plain" ;;
     pbac_ln_none) echo "--algo pbac --pbac.layer-norm none" ;;
-    *) echo "unknown variant $1 (pbac, sac, pbac_raw_obs, pbac_ln_plain, pbac_ln_none)" >&2; exit 2 ;;
+    *) echo "unknown variant $1 (pbac, sac, bootdqn_p, drnd, ben, pbac_raw_obs, pbac_ln_plain, pbac_ln_none)" >&2; exit 2 ;;
   esac
 }
 for variant in $VARIANTS; do  # a misspelt variant stops the script here, before anything trains
@@ -44,7 +49,7 @@ for variant in $VARIANTS; do  # a misspelt variant stops the script here, before
 done
 for task in $TASKS; do
   for variant in $VARIANTS; do
-    case $variant in pbac | sac) ;; *) BY_RUN=True ;; esac  # two runs of PBAC on one task: a method per run
+    case $variant in pbac | sac | bootdqn_p | drnd | ben) ;; *) BY_RUN=True ;; esac  # two runs of PBAC on one task: a method per run
     extra=$(options "$variant")
     dir=$RUNS/${variant}_$task
     if [ -f "$dir/summary.json" ] && grep -q '"status": "finished"' "$dir/summary.json"; then

@@ -3,13 +3,16 @@
 Every task x algorithm of a block runs at its profile's settings (the paper's budgets), with the
 seeds as a vmapped axis and the tasks that share a robot (ant, ant_delayed, ant_very_delayed) as
 members of one program, so the whole block is a handful of programs run one after another on one
-device. The table directory:
+device, task by task (every algorithm of a task before the next task, so that each finished task
+is a whole row of the table). The table directory:
 
   OUT/table.json         the plan: block, algorithms, seeds, one entry per program with its
                          tasks, run directory and status (rewritten as runs finish)
   OUT/runs/<algo>_<tasks>/   one ordinary run directory per program (`mjx_pbac.runner`)
   OUT/report/            `train.py report` over every run: results.md / results.tex (the
-                         paper's final-reward and AULC tables), one reward-curve PNG per task
+                         paper's final-reward and AULC tables, its values beside), the time to
+                         90 % and 100 % of the paper's PBAC final, reward curves per task
+                         against env steps and against wall-clock
 
 Running the same command again continues: finished runs are skipped, interrupted, failed or
 killed ones resume from their newest usable checkpoint (bit for bit, as `--resume`; one that
@@ -210,7 +213,7 @@ def _run_table(programs, out_dir: Path, runs_dir: Path, block: str, log, report)
     run_dirs = [r["run_dir"] for r in record["runs"] if (Path(r["run_dir"]) / rundir.EVAL).is_file()]
     write()
     if report is None:
-        written = write_report(run_dirs, out_dir / "report")
+        written = write_report(run_dirs, out_dir / "report", x=("steps", "wall"), score_fractions=(0.9, 1.0))
     else:
         written = report(run_dirs, out_dir)
     record["report"] = {key: str(value) for key, value in written.items() if key in ("markdown", "latex")}

@@ -29,7 +29,7 @@ def test_registry_names_every_algorithm_and_its_sweepable_knobs():
     assert algos.NAMES == ("pbac", "sac", "bootdqn_p", "drnd", "ben", "td3") == ALGORITHMS
     assert algos.sweepable("sac") == ("gamma", "tau", "critic_lr", "actor_lr", "alpha_lr", "weight_decay")
     assert algos.sweepable("drnd") == (
-        "gamma", "tau", "critic_lr", "actor_lr", "alpha_lr", "weight_decay", "predictor_lr", "bonus_scale", "sign"
+        "gamma", "tau", "critic_lr", "actor_lr", "alpha_lr", "weight_decay", "predictor_lr", "bonus_scale", "actor_bonus_scale", "sign"
     )
     with pytest.raises(ValueError, match=r"unknown algorithm 'pbca' \(did you mean pbac\?\); valid: pbac, sac, bootdqn_p, drnd, ben, td3"):
         algos.module("pbca")

@@ -74,6 +74,13 @@ Q_MEAN = 1.5
 Q_SPREAD = math.sqrt(26.0) / 3.0
 
 
+def test_mse_form_by_hand():
+    # the authors' code's squared error: errors q - y = [[0.5, 3], [0, -2], [3, -2]], mask drops
+    # [1, 1]: (0.25 + 9 + 0 + 9 + 4) / 6 = 22.25 / 6
+    loss, _ = bootdqn_critic_loss(Q, Y, MASK, huber_delta=1.0, loss="mse")
+    assert float(loss) == pytest.approx(22.25 / 6.0, rel=1e-6)
+
+
 @pytest.mark.parametrize("delta, expected", [(1.0, LOSS_DELTA_1), (2.0, LOSS_DELTA_2)])
 def test_critic_loss_hand_worked(delta, expected):
     loss, aux = bootdqn_critic_loss(Q, Y, MASK, huber_delta=delta)

@@ -15,14 +15,14 @@ import jax.numpy as jp
 import numpy as np
 import pytest
 
-from mjx_pbac.algos import drnd
+from mjx_pbac.algos import drnd, sac
 from mjx_pbac.algos.base import traced
 from mjx_pbac.algos.drnd import ReLUMLP, drnd_bonus, predictor_loss
 from mjx_pbac.algos.sac import sac_targets
 from mjx_pbac.config import RunConfig, TrainConfig, expand_members
 from tests.probe_envs import CountingEnv, same_tree, value_batch
 
-SMALL = drnd.Config(hidden_sizes=(8,), predictor_hidden_sizes=(16, 16), embedding_size=4, num_targets=3)
+SMALL = drnd.Config(num_critics=2, hidden_sizes=(8,), predictor_hidden_sizes=(16, 16), embedding_size=4, num_targets=3)
 
 
 
@@ -125,6 +125,41 @@ def test_update_adds_sign_times_lambda_times_the_bonus_to_the_target():
     assert float(metrics["target_mean"]) == pytest.approx(2.5, abs=1e-6)
 
 
+@pytest.mark.slow
+def test_actor_maximises_q_plus_the_signed_bonus_at_its_sample():
+    """The actor's objective carries sign * lambda_actor * b(s, a~): with the same state and key
+    only that term differs, by exactly the reported bonus; its gradient reaches the actor (through
+    a~ and the predictor's output), so lambda_actor changes the actor's step, and lambda_actor = 0
+    leaves SAC's actor."""
+    env = CountingEnv()
+    algorithm = drnd.make(SMALL, env.observation_size, env.action_size)
+    update = jax.jit(algorithm.update)
+    batch = value_batch([1.0, 2.0, 3.0, 4.0])
+
+    def step(**changes):
+        agent = algorithm.init(jax.random.key(0), dataclasses.replace(SMALL, **changes))
+        return update(agent, batch, jax.random.key(1), None)
+
+    plain, plain_metrics = step(actor_bonus_scale=0.0)
+    assert float(plain_metrics["actor_bonus_mean"]) == 0.0
+    penalised, metrics = step()
+    signed = float(metrics["actor_bonus_mean"])
+    assert signed < 0  # the penalty: -lambda_actor b, b > 0
+    # L_pi = mean [alpha log pi - min Q - signed bonus]: the loss rises by the bonus's size
+    assert float(metrics["actor_loss"]) - float(plain_metrics["actor_loss"]) == pytest.approx(-signed, rel=1e-4)
+    # Adam's first step is sign-like; its second moment (the squared gradient) shows the bonus's gradient
+    assert not same_tree(plain.actor_opt_state, penalised.actor_opt_state)
+    assert same_tree(plain.critic_params, penalised.critic_params)  # the critic step comes first
+    _, seeking_metrics = step(sign="bonus", actor_bonus_scale=2.0)
+    assert float(seeking_metrics["actor_bonus_mean"]) == pytest.approx(-2.0 * signed, rel=1e-5)
+
+
+def test_target_entropy_is_the_scale_times_the_action_dimensions():
+    # Haarnoja et al.'s -A by default; the authors' DRND code's -A/2 with scale -0.5
+    assert sac.target_entropy(drnd.Config(), 6) == -6.0
+    assert sac.target_entropy(drnd.Config(target_entropy_scale=-0.5), 6) == -3.0
+
+
 # -- the networks -----------------------------------------------------------------------------
 
 
@@ -188,6 +223,8 @@ def test_sign_is_swept_by_name_in_one_program():
 def test_default_is_the_reference_pipelines_penalty():
     assert drnd.Config().sign == "penalty" and float(traced(drnd.Config()).sign) == -1.0
     assert (drnd.Config().num_targets, drnd.Config().embedding_size, drnd.Config().predictor_lr) == (10, 32, 1e-4)
-    assert drnd.Config().predictor_hidden_sizes == (256, 256, 256, 256)
+    # Yang et al.'s predictor and targets: three hidden ReLU layers of 256; the paper's 10 critics
+    assert drnd.Config().predictor_hidden_sizes == (256, 256, 256)
+    assert (drnd.Config().num_critics, drnd.Config().actor_bonus_scale, drnd.Config().target_entropy_scale) == (10, 1.0, -1.0)
     with pytest.raises(ValueError, match="num_targets"):
         drnd.Config(num_targets=1)

@@ -192,5 +192,40 @@ def test_each_profile_turns_on_the_recipe_options_docs_design_says_and_no_others
         assert config.train.normalize_observations == (name in NORMALISED), name
         for algo in ("pbac", "sac", "bootdqn_p", "drnd", "ben", "td3"):
             section = getattr(config, algo)
-            wanted = "affine" if name in AFFINE and algo in ("pbac", "sac", "bootdqn_p") else "plain"
+            wanted = "affine" if name in AFFINE and algo in ("pbac", "sac", "bootdqn_p", "drnd", "ben") else "plain"
             assert (section.layer_norm, section.gamma, section.weight_decay) == (wanted, 0.99, 0.0), (name, algo)
+
+
+RECIPE_ALGOS = ("pbac", "sac", "bootdqn_p", "drnd", "ben")
+
+
+def test_every_recipe_profile_runs_every_algorithm_at_its_sizes():
+    """A like-for-like comparison: every `_fast` and `_fast_cpu` profile has a section for every
+    algorithm, every network at PBAC's widths (DRND's predictor and targets: three hidden layers of
+    that width), K equal wherever there is an ensemble, the same LayerNorm and learning rates
+    (DRND's predictor: its own 1e-4 scaled as the others). The envs, batch and updates per step
+    are the profile's, shared by every algorithm."""
+    import tomllib
+
+    from mjx_pbac.config import PROFILES_DIR
+
+    recipes = sorted(PROFILES_DIR.glob("*_fast.toml")) + sorted(PROFILES_DIR.glob("*_fast_cpu.toml"))
+    assert len(recipes) >= 16
+    for path in recipes:
+        table = tomllib.loads(path.read_text())
+        missing = [algo for algo in RECIPE_ALGOS if algo not in table]
+        assert not missing, f"{path.name} has no section for {missing}"
+        pbac = table["pbac"]
+        width = pbac["hidden_sizes"]
+        for algo in RECIPE_ALGOS:
+            section = table[algo]
+            assert section["hidden_sizes"] == width, (path.name, algo)
+            assert section.get("layer_norm", "plain") == pbac.get("layer_norm", "plain"), (path.name, algo)
+            for rate in ("critic_lr", "actor_lr", "alpha_lr"):
+                if algo in ("pbac", "sac", "drnd") or rate != "alpha_lr":
+                    assert section[rate] == pbac[rate], (path.name, algo, rate)
+            if algo in ("bootdqn_p", "drnd", "ben"):
+                assert section["num_critics"] == pbac["num_critics"], (path.name, algo)
+        drnd = table["drnd"]
+        assert drnd["predictor_hidden_sizes"] == [width[0]] * 3, path.name
+        assert drnd["predictor_lr"] == pytest.approx(1e-4 * pbac["critic_lr"] / 3e-4, rel=0.02), path.name

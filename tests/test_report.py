@@ -159,11 +159,24 @@ def test_tables_hold_the_iqm_of_the_hand_known_values(runs):
     assert "IQM over 5 seeds" in markdown
 
 
+def test_the_papers_values_follow_each_table_for_its_methods(runs):
+    markdown, _ = report.results_tables(report.load_runs(runs))
+    final = markdown_rows(markdown, "(a) Final episode reward: the paper")
+    area = markdown_rows(markdown, "(b) Area under learning curve: the paper")
+    # paper Table 1: ant_delayed PBAC final 5138 [4770, 5457], AULC 3732 [3519, 4000]; SAC and
+    # the sweep's label are not among its columns
+    assert final["ant_delayed"] == ["5138 [4770, 5457]", "-", "-"]
+    assert final["hopper_delayed"] == ["775 [722, 910]", "-", "-"]
+    assert area["ant_delayed"] == ["3732 [3519, 4000]", "-", "-"]
+    # ours stay where they were, the paper's come after them
+    assert markdown.index("## (a) Final episode reward\n") < markdown.index("## (a) Final episode reward: the paper")
+
+
 def test_markdown_and_latex_structure(runs):
     markdown, latex = report.results_tables(report.load_runs(runs))
     header = f"| Task | pbac | sac | {SWEEP} |"
-    assert markdown.count(header) == 2
-    assert markdown.count("|---|---|---|---|") == 2
+    assert markdown.count(header) == 4  # ours and the paper's, for (a) and (b)
+    assert markdown.count("|---|---|---|---|") == 4
     assert latex.count("\\begin{table}") == latex.count("\\end{table}") == 2
     assert latex.count("\\begin{tabular}{lccc}") == 2
     assert latex.count("\\toprule") == latex.count("\\midrule") == latex.count("\\bottomrule") == 2

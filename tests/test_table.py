@@ -31,6 +31,7 @@ def test_table_runs_each_algorithm_resumes_and_refuses_a_changed_command(tmp_pat
     ]
     table = (out / "report" / "results.md").read_text()
     assert table.count("| chain | **") == 2 and "| Task | pbac | sac |" in table
+    assert {path.name for path in (out / "report").glob("*.png")} == {"curves_chain.png", "curves_wall_chain.png"}
     # A crash before the first checkpoint: the run starts again in place, its logs set aside.
     crashed = out / "runs" / "sac_chain"
     (crashed / "checkpoints").rename(tmp_path / "moved")

@@ -1,37 +1,50 @@
 """BEN (Fellows et al. 2024, Bayesian exploration networks) in the paper's Bayesian deep-ensemble
-version (appendix "Baselines").
+version (appendix "Baselines"): "An ensemble of K - 1 heteroscedastic critics learns a
+heteroscedastic univariate normal distribution over the Bellman target, while the Kth critic,
+regularized by the ensemble, guides the actor network." Where the paper says no more, this
+follows the authors' code (adinlab/adinrl, `models/ben.py`), except for two slips of arithmetic
+in its KL, which a field reproduces (docs/algorithms.md "Baselines").
 
 Shapes: K critics in all, M = K - 1 heteroscedastic ones, B samples of the minibatch.
 
-Networks: PBAC's critic MLP (paper Table 8) with two outputs for each of the M heteroscedastic critics,
-a mean m_k(s, a) and a log-variance l_k(s, a) (softly bounded to [-10, 10]); one deterministic
-critic Q(s, a) of the same MLP with one output; one deterministic tanh actor pi(s).
+Networks: PBAC's critic MLP (paper Table 8) with two outputs for each of the M heteroscedastic
+critics, a mean m_k(s, a) and a log-variance l_k(s, a), whose variance is
+v_k = clip(exp(l_k), 1e-4, 10); one deterministic critic Q(s, a) of the same MLP with one output;
+one deterministic tanh actor pi(s).
 
-Heteroscedastic critics. Critic k models the Bellman target at (s, a) as N(m_k, exp(l_k)). Its
-target distribution is the Gaussian Bellman target built from its own Polyak-averaged copy at the
-next state and the actor's action there, a' = pi(s'):
+Gaussian Bellman target, shared by all M critics (`target = "shared"`): the target copies
+(Polyak averages) at the next state and a noisy action a'_i = clip(pi(s'_i) + eps, -1, 1),
+eps ~ N(0, target_noise^2), moment-matched into one Gaussian per sample,
 
-    target_mean[k, i] = r_i + gamma (1 - terminated_i) mbar_k(s'_i, a'_i)
-    target_var[k, i]  = gamma^2 (1 - terminated_i)^2 exp(lbar_k(s'_i, a'_i))
+    mu'[i]     = (1/M) sum_k mbar_k(s'_i, a'_i)
+    var'[i]    = (1/M) sum_k (mbar_k - mu'[i])^2 + (1/M) sum_k vbar_k(s'_i, a'_i)     (ensemble + noise)
+    y_mean[i]  = r_i + gamma (1 - terminated_i) mu'[i]
+    y_var[i]   = clip(gamma^2 (1 - terminated_i) var'[i], 1e-2, 1e2)
 
-(the distribution of r + gamma X with X ~ N(mbar_k, exp(lbar_k)); truncation bootstraps). The
-fit is the KL from target to model, in closed form for Gaussians,
+(the distribution of r + gamma X with X the ensemble's mixture, matched by its first two
+moments; truncation bootstraps). `target = "per_member"` instead gives critic k its own target
+from its own copy: y_mean[k, i] = r_i + gamma (1 - terminated_i) mbar_k and y_var[k, i] =
+clip(gamma^2 (1 - terminated_i) vbar_k, 1e-2, 1e2).
 
-    KL(N(mu_t, v_t) || N(m, e^l)) = 1/2 [l - log v_t + (v_t + (mu_t - m)^2) / e^l - 1],
+Fit: the KL from target to model, masked like PBAC's diversity term, loss = mean_{k,i} b[k, i]
+KL[k, i] with b[k, i] ~ Bernoulli(1 - kappa) drawn per gradient step, and (`kl = "exact"`) the
+closed form for Gaussians,
 
-masked like PBAC's diversity term: loss = mean_{k,i} b[k, i] KL[k, i] with b[k, i] ~
-Bernoulli(1 - kappa) drawn per gradient step. A terminal transition has v_t = 0; v_t is floored at
-1e-6 inside the log only, which shifts the loss by a constant and leaves its gradient unchanged.
+    KL(N(y_mean, y_var) || N(m, v)) = 1/2 [log v - log y_var + (y_var + (y_mean - m)^2) / v - 1].
 
-The reference code feeds a variance where this KL expects a log-variance and drops the 1/2; here
-the formula above is implemented as written (docs/design.md "Baselines"), and tests
-check it against numerical integration of the KL.
+`kl = "reference"` computes it as the authors' code does: the target's variance taken for a
+log-variance (var1 = clip(exp(y_var), 1e-4, 10)) and the log term not halved,
+log v - log var1 + (var1 + (y_mean - m)^2) / (2 v) - 1/2.
 
-Deterministic critic: regressed on the ensemble's mean at the replay pair, which gets no gradient:
+Deterministic critic: regressed on the ensemble's mean at the replay pair, which gets no gradient,
 
-    L_Q = mean_i huber(Q(s_i, a_i) - (1/M) sum_k m_k(s_i, a_i))
+    L_Q = mean_i huber(Q(s_i, a_i) - (1/M) sum_k m_k(s_i, a_i))      (`fit_loss = "huber"`)
 
-It alone trains the actor, L_pi = -mean_i Q(s_i, pi(s_i)) (with Q after this step's update).
+the Huber loss the paper applied to every baseline; `fit_loss = "mse"` is the authors' code's
+squared error, mean_i (Q - mean)^2. (Their code regresses on the mean of all K critics, itself
+included and detached; that has the same fixed point and, per step, the gradient of the M-mean's
+regression times (K - 1) / K.) It alone trains the actor, L_pi = -mean_i Q(s_i, a~_i) at
+a~_i = clip(pi(s_i) + eps, -1, 1), eps ~ N(0, target_noise^2) (with Q after this step's update).
 The ensemble's KL and L_Q are minimised together in one Adam step over both critics' parameters;
 their gradients do not mix (the mean in L_Q is detached; the KL does not involve Q).
 
@@ -42,6 +55,8 @@ critic has no target network: nothing bootstraps from it).
 """
 
 from __future__ import annotations
+
+from typing import Literal
 
 import jax
 import jax.numpy as jp
@@ -63,13 +78,13 @@ from mjx_pbac.algos.base import (
 from mjx_pbac.losses import huber
 from mjx_pbac.networks import LayerNormChoice, make_actor, make_critic_ensemble
 from mjx_pbac.replay import Transition
-from mjx_pbac.schema import check_actor_critic, check_numbers, check_positive, require
+from mjx_pbac.schema import check_actor_critic, check_choice, check_numbers, check_positive, require
 
 
 @algorithm_config
 class Config:
     """BEN as the paper's Bayesian deep-ensemble version: K - 1 heteroscedastic critics (mean,
-    log-variance) fitted to a Gaussian Bellman target by a KL with bootstrap masks, and one
+    log-variance) fitted by a masked KL to one moment-matched Gaussian Bellman target, and one
     deterministic critic regressed on their detached mean that alone trains a deterministic actor,
     which explores with N(0, action_noise^2) action noise."""
 
@@ -85,6 +100,18 @@ class Config:
     """kappa: each (critic, sample) pair of the ensemble's KL is masked out with this probability."""
     action_noise: float = knob(0.1)
     """Standard deviation of the Gaussian noise added to the actor's action when exploring."""
+    target_noise: float = knob(0.1)
+    """Standard deviation of the Gaussian noise added to the actor's action in the Bellman target
+    and in the actor's objective (the authors' code: the acting noise, 0.1); 0 for none."""
+    target: Literal["shared", "per_member"] = "shared"
+    """"shared": one moment-matched Gaussian target from the whole ensemble for every critic (the
+    authors' code); "per_member": critic k's target from its own target copy."""
+    kl: Literal["exact", "reference"] = "exact"
+    """"exact": the Gaussian KL in closed form; "reference": as the authors' code computes it (the
+    target's variance read as a log-variance, the log term not halved)."""
+    fit_loss: Literal["huber", "mse"] = "huber"
+    """The deterministic critic's regression on the ensemble mean: "huber" (the paper: Huber for
+    every baseline) or "mse" (the authors' code)."""
     huber_delta: float = 1.0
     """Huber threshold of the deterministic critic's regression on the ensemble mean."""
     critic_lr: float = knob(3e-4)
@@ -105,61 +132,95 @@ class Config:
         check_actor_critic(self)
         require(0.0 <= self.bootstrap_rate < 1.0, f"bootstrap_rate must lie in [0, 1), got {self.bootstrap_rate}")
         require(self.action_noise >= 0, f"action_noise must be >= 0, got {self.action_noise}")
+        require(self.target_noise >= 0, f"target_noise must be >= 0, got {self.target_noise}")
+        for name in ("target", "kl", "fit_loss"):
+            check_choice(self, name)
         require(self.huber_delta > 0, f"huber_delta must be > 0, got {self.huber_delta}")
         check_positive(self, "critic_lr", "actor_lr")
 
 
-LOG_VAR_MIN, LOG_VAR_MAX = -10.0, 10.0
-TARGET_VARIANCE_FLOOR = 1e-6
+VARIANCE_MIN, VARIANCE_MAX = 1e-4, 10.0
+"""The heteroscedastic critics' variances are clip(exp(l), VARIANCE_MIN, VARIANCE_MAX) (the
+authors' code)."""
+TARGET_VARIANCE_MIN, TARGET_VARIANCE_MAX = 1e-2, 1e2
+"""The Bellman target's variance is clipped to this range (the authors' code)."""
 
 
-def bounded_log_variance(raw: jax.Array) -> jax.Array:
-    """Softly bounds a log-variance to (LOG_VAR_MIN, LOG_VAR_MAX); the identity well inside them
-    and smooth everywhere, so its gradient never vanishes abruptly as a clip's would."""
-    upper = LOG_VAR_MAX - jax.nn.softplus(LOG_VAR_MAX - raw)
-    return LOG_VAR_MIN + jax.nn.softplus(upper - LOG_VAR_MIN)
+def critic_variance(log_var: jax.Array) -> jax.Array:
+    """v = clip(exp(log_var), 1e-4, 10): a heteroscedastic critic's variance from its raw output."""
+    return jp.clip(jp.exp(log_var), VARIANCE_MIN, VARIANCE_MAX)
 
 
-def gaussian_kl(target_mean: jax.Array, target_var: jax.Array, mean: jax.Array, log_var: jax.Array) -> jax.Array:
-    """KL(N(target_mean, target_var) || N(mean, exp(log_var))), elementwise:
-    1/2 [log_var - log target_var + (target_var + (target_mean - mean)^2) exp(-log_var) - 1]."""
-    return 0.5 * (log_var - jp.log(target_var) + (target_var + jp.square(target_mean - mean)) * jp.exp(-log_var) - 1.0)
+def gaussian_kl(target_mean: jax.Array, target_var: jax.Array, mean: jax.Array, var: jax.Array) -> jax.Array:
+    """KL(N(target_mean, target_var) || N(mean, var)), elementwise:
+    1/2 [log var - log target_var + (target_var + (target_mean - mean)^2) / var - 1]."""
+    return 0.5 * (jp.log(var) - jp.log(target_var) + (target_var + jp.square(target_mean - mean)) / var - 1.0)
 
 
-def ben_targets(
-    reward: jax.Array, terminated: jax.Array, next_mean: jax.Array, next_log_var: jax.Array, *, gamma: float
+def reference_kl(target_mean: jax.Array, target_var: jax.Array, mean: jax.Array, var: jax.Array) -> jax.Array:
+    """The authors' code's KL term, elementwise: with var1 = clip(exp(target_var), 1e-4, 10),
+    log var - log var1 + (var1 + (target_mean - mean)^2) / (2 var) - 1/2."""
+    var1 = jp.clip(jp.exp(target_var), VARIANCE_MIN, VARIANCE_MAX)
+    return jp.log(var) - jp.log(var1) + (var1 + jp.square(target_mean - mean)) / (2.0 * var) - 0.5
+
+
+def shared_target(
+    reward: jax.Array, terminated: jax.Array, next_mean: jax.Array, next_var: jax.Array, *, gamma: float | jax.Array
 ) -> tuple[jax.Array, jax.Array]:
-    """(target_mean, target_var) [M, B] of r + gamma (1 - terminated) X, X ~ N(next_mean, exp(next_log_var)).
+    """(y_mean, y_var) [B]: the ensemble's moment-matched Gaussian Bellman target (module docstring).
 
-    reward, terminated: [B]; next_mean, next_log_var: [M, B] from the target critics at (s', pi(s')).
+    reward, terminated: [B]; next_mean, next_var: [M, B] from the target critics at (s', a').
     """
-    discount = gamma * (1.0 - terminated)[None, :]
-    return reward[None, :] + discount * next_mean, jp.square(discount) * jp.exp(next_log_var)
+    continues = 1.0 - terminated
+    mean = jp.mean(next_mean, axis=0)
+    var = jp.var(next_mean, axis=0) + jp.mean(next_var, axis=0)
+    y_var = jp.clip(jp.square(gamma) * continues * var, TARGET_VARIANCE_MIN, TARGET_VARIANCE_MAX)
+    return reward + gamma * continues * mean, y_var
+
+
+def per_member_targets(
+    reward: jax.Array, terminated: jax.Array, next_mean: jax.Array, next_var: jax.Array, *, gamma: float | jax.Array
+) -> tuple[jax.Array, jax.Array]:
+    """(y_mean, y_var) [M, B]: critic k's Gaussian Bellman target from its own target copy."""
+    continues = (1.0 - terminated)[None, :]
+    y_var = jp.clip(jp.square(gamma) * continues * next_var, TARGET_VARIANCE_MIN, TARGET_VARIANCE_MAX)
+    return reward[None, :] + gamma * continues * next_mean, y_var
 
 
 def ben_critic_loss(
-    mean: jax.Array, log_var: jax.Array, target_mean: jax.Array, target_var: jax.Array, mask: jax.Array
+    mean: jax.Array,
+    var: jax.Array,
+    target_mean: jax.Array,
+    target_var: jax.Array,
+    mask: jax.Array,
+    kl: Literal["exact", "reference"] = "exact",
 ) -> tuple[jax.Array, dict[str, jax.Array]]:
-    """mean_{k,i} mask[k,i] KL(N(target_mean, target_var) || N(mean, exp(log_var))), all [M, B];
-    the targets get no gradient and target_var is floored at 1e-6 inside the KL's log.
+    """mean_{k,i} mask[k,i] KL(N(target_mean, target_var) || N(mean[k,i], var[k,i])); mean, var
+    and mask [M, B], the targets [B] (shared) or [M, B] (per member), without gradient.
 
     Returns (loss, aux) with aux `q_mean` (mean of the means), `q_spread` (their standard
-    deviation over the M critics, ddof 0, averaged over the batch) and `log_var_mean`.
+    deviation over the M critics, ddof 0, averaged over the batch) and `var_mean`.
     """
-    shapes = {mean.shape, log_var.shape, target_mean.shape, target_var.shape, mask.shape}
-    if mean.ndim != 2 or len(shapes) != 1:
-        raise ValueError(f"mean, log_var, targets and mask must share one shape [M, B]; got {sorted(shapes)}")
-    target_mean = jax.lax.stop_gradient(target_mean)
-    target_var = jax.lax.stop_gradient(jp.maximum(target_var, TARGET_VARIANCE_FLOOR))
-    kl = gaussian_kl(target_mean, target_var, mean, log_var)
-    loss = jp.mean(mask.astype(kl.dtype) * kl)
-    aux = {"q_mean": jp.mean(mean), "q_spread": jp.mean(jp.std(mean, axis=0)), "log_var_mean": jp.mean(log_var)}
+    if mean.ndim != 2 or {mean.shape, var.shape, mask.shape} != {mean.shape} or target_mean.shape != target_var.shape or target_mean.shape not in (mean.shape, mean.shape[1:]):
+        raise ValueError(
+            f"mean, var and mask must share one shape [M, B] and the targets be [B] or [M, B]; got mean {mean.shape}, "
+            f"var {var.shape}, mask {mask.shape}, target_mean {target_mean.shape}, target_var {target_var.shape}"
+        )
+    target_mean = jax.lax.stop_gradient(jp.broadcast_to(target_mean, mean.shape))
+    target_var = jax.lax.stop_gradient(jp.broadcast_to(target_var, mean.shape))
+    divergence = (gaussian_kl if kl == "exact" else reference_kl)(target_mean, target_var, mean, var)
+    loss = jp.mean(mask.astype(divergence.dtype) * divergence)
+    aux = {"q_mean": jp.mean(mean), "q_spread": jp.mean(jp.std(mean, axis=0)), "var_mean": jp.mean(var)}
     return loss, aux
 
 
-def deterministic_critic_loss(q: jax.Array, ensemble_mean: jax.Array, *, huber_delta: float | jax.Array) -> jax.Array:
-    """mean_i huber(q[i] - ensemble_mean[i]) for q and ensemble_mean [B]; the mean gets no gradient."""
-    return jp.mean(huber(q - jax.lax.stop_gradient(ensemble_mean), huber_delta))
+def deterministic_critic_loss(
+    q: jax.Array, ensemble_mean: jax.Array, *, loss: Literal["huber", "mse"] = "huber", huber_delta: float | jax.Array = 1.0
+) -> jax.Array:
+    """mean_i huber(q[i] - ensemble_mean[i]) ("huber") or mean_i (q[i] - ensemble_mean[i])^2
+    ("mse") for q and ensemble_mean [B]; the mean gets no gradient."""
+    error = q - jax.lax.stop_gradient(ensemble_mean)
+    return jp.mean(huber(error, huber_delta) if loss == "huber" else jp.square(error))
 
 
 @struct.dataclass
@@ -183,13 +244,18 @@ def make(config: Config, obs_size: int, action_size: int) -> Algorithm:
     actor = make_actor(1, config.hidden_sizes, action_size, deterministic=True, layer_norm=config.layer_norm)
     decay = weight_decay_rule(config)
 
+    build_targets = shared_target if config.target == "shared" else per_member_targets
+
     def moments(params, obs, action):
-        """(mean, log_var) [M, B] of the heteroscedastic critics."""
+        """(mean, var) [M, B] of the heteroscedastic critics."""
         out = ensemble.apply(params, obs, action)
-        return out[..., 0], bounded_log_variance(out[..., 1])
+        return out[..., 0], critic_variance(out[..., 1])
 
     def policy(params, obs):
         return jp.tanh(actor.apply(params, obs)[0][0])  # [B, A]
+
+    def noisy(action, scale, key):
+        return jp.clip(action + scale * jax.random.normal(key, action.shape, action.dtype), -1.0, 1.0)
 
     def init(key: jax.Array, member: Config) -> State:
         member = traced(member)
@@ -210,36 +276,37 @@ def make(config: Config, obs_size: int, action_size: int) -> Algorithm:
         )
 
     def act(state: State, obs: jax.Array, key: jax.Array) -> jax.Array:
-        action = policy(state.actor_params, obs)
-        noise = state.config.action_noise * jax.random.normal(key, action.shape, action.dtype)
-        return jp.clip(action + noise, -1.0, 1.0)
+        return noisy(policy(state.actor_params, obs), state.config.action_noise, key)
 
     def eval_act(state: State, obs: jax.Array) -> jax.Array:
         return policy(state.actor_params, obs)
 
     def update(state: State, batch: Transition, key: jax.Array):
         config = state.config
+        mask_key, target_key, actor_key = jax.random.split(key, 3)
 
-        # 1. critics: the ensemble's KL to its Gaussian Bellman target, the deterministic critic
+        # 1. critics: the ensemble's KL to the Gaussian Bellman target, the deterministic critic
         #    regressed on the ensemble's (detached) mean
-        next_mean, next_log_var = moments(state.target_ensemble_params, batch.next_obs, policy(state.actor_params, batch.next_obs))
-        target_mean, target_var = ben_targets(batch.reward, batch.terminated, next_mean, next_log_var, gamma=config.gamma)
-        mask = jax.random.bernoulli(key, 1.0 - config.bootstrap_rate, target_mean.shape)
+        next_action = noisy(policy(state.actor_params, batch.next_obs), config.target_noise, target_key)
+        next_mean, next_var = moments(state.target_ensemble_params, batch.next_obs, next_action)
+        target_mean, target_var = build_targets(batch.reward, batch.terminated, next_mean, next_var, gamma=config.gamma)
+        mask = jax.random.bernoulli(mask_key, 1.0 - config.bootstrap_rate, next_mean.shape)
 
         def critic_objective(params):
-            mean, log_var = moments(params["ensemble"], batch.obs, batch.action)
-            kl_loss, aux = ben_critic_loss(mean, log_var, target_mean, target_var, mask)
+            mean, var = moments(params["ensemble"], batch.obs, batch.action)
+            kl_loss, aux = ben_critic_loss(mean, var, target_mean, target_var, mask, kl=config.kl)
             q = deterministic.apply(params["deterministic"], batch.obs, batch.action)[0]
-            q_loss = deterministic_critic_loss(q, jp.mean(mean, axis=0), huber_delta=config.huber_delta)
+            q_loss = deterministic_critic_loss(q, jp.mean(mean, axis=0), loss=config.fit_loss, huber_delta=config.huber_delta)
             return kl_loss + q_loss, {**aux, "kl": kl_loss, "deterministic_loss": q_loss, "deterministic_q_mean": jp.mean(q)}
 
         critic_params, critic_opt_state, critic_value, critic_aux = gradient_step(
             critic_objective, state.critic_params, state.critic_opt_state, decay(config)
         )
 
-        # 2. actor: maximise the (just updated) deterministic critic
+        # 2. actor: maximise the (just updated) deterministic critic at its noisy action
         def actor_objective(params):
-            return -jp.mean(deterministic.apply(critic_params["deterministic"], batch.obs, policy(params, batch.obs))), None
+            action = noisy(policy(params, batch.obs), config.target_noise, actor_key)
+            return -jp.mean(deterministic.apply(critic_params["deterministic"], batch.obs, action)), None
 
         actor_params, actor_opt_state, actor_value, _ = gradient_step(
             actor_objective, state.actor_params, state.actor_opt_state, decay(config)

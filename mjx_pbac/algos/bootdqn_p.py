@@ -27,8 +27,9 @@ One gradient step, in PBAC's order (critic, actor, Polyak):
        y[k, i] = r_i + gamma (1 - terminated_i) Qbar_k(s'_i, pi_k(s'_i))        [K, B]
 
    (truncated transitions bootstrap), a fresh bootstrap mask b[k, i] ~ Bernoulli(1 - kappa), and
-   the masked Huber TD loss of `bootdqn_critic_loss` at q[k, i] = Q_k(s_i, a_i), one Adam step
-   over all f_k (Osband et al.'s Eq. (6), with the Huber loss the paper applied to baselines);
+   the masked TD loss of `bootdqn_critic_loss` at q[k, i] = Q_k(s_i, a_i), one Adam step over
+   all f_k (Osband et al.'s Eq. (6)); Huber, the loss the paper applied to every baseline, or
+   (`loss = "mse"`) the squared error of the authors' code (adinlab/adinrl);
 2. actor: -mean_{k,i} Q_k(s_i, pi_k(s_i)) with the just-updated critics (prior included), one Adam
    step; gradients reach only the actor;
 3. Polyak: fbar <- fbar + tau (f - fbar).
@@ -36,7 +37,7 @@ One gradient step, in PBAC's order (critic, actor, Polyak):
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Literal, NamedTuple
 
 import jax
 import jax.numpy as jp
@@ -61,7 +62,7 @@ from mjx_pbac.algos.base import (
 from mjx_pbac.losses import huber
 from mjx_pbac.networks import Actor, CriticEnsemble, LayerNormChoice, make_actor, make_critic_ensemble
 from mjx_pbac.replay import Transition
-from mjx_pbac.schema import check_actor_critic, check_numbers, check_positive, require
+from mjx_pbac.schema import check_actor_critic, check_choice, check_numbers, check_positive, require
 
 
 @algorithm_config
@@ -84,6 +85,9 @@ class Config:
     """PSR: an instance redraws its active head every PSR env steps (and at every episode start)."""
     prior_scale: float = knob(5.0)
     """beta: weight of the fixed prior network in Q_k = f_k + beta p_k."""
+    loss: Literal["huber", "mse"] = "huber"
+    """The masked TD loss: "huber" (the paper: Huber for every baseline) or "mse" (the authors'
+    code: mask (q - y)^2)."""
     huber_delta: float = 1.0
     """Huber loss threshold of the TD error."""
     critic_lr: float = knob(3e-4)
@@ -105,6 +109,7 @@ class Config:
         require(0.0 <= self.bootstrap_rate < 1.0, f"bootstrap_rate must lie in [0, 1), got {self.bootstrap_rate}")
         require(self.posterior_sampling_rate >= 1, f"posterior_sampling_rate must be >= 1, got {self.posterior_sampling_rate}")
         require(self.prior_scale >= 0, f"prior_scale must be >= 0, got {self.prior_scale}")
+        check_choice(self, "loss")
         require(self.huber_delta > 0, f"huber_delta must be > 0, got {self.huber_delta}")
         check_positive(self, "critic_lr", "actor_lr")
 
@@ -114,11 +119,12 @@ class Config:
 
 
 def bootdqn_critic_loss(
-    q: jax.Array, y: jax.Array, mask: jax.Array, *, huber_delta: float | jax.Array
+    q: jax.Array, y: jax.Array, mask: jax.Array, *, huber_delta: float | jax.Array, loss: Literal["huber", "mse"] = "huber"
 ) -> tuple[jax.Array, dict[str, jax.Array]]:
-    """Masked Huber TD loss of q, y, mask, each [K, B]; y gets no gradient:
+    """Masked TD loss of q, y, mask, each [K, B]; y gets no gradient:
 
-        loss = mean_{k,i} mask[k,i] huber(q[k,i] - y[k,i], huber_delta)
+        loss = mean_{k,i} mask[k,i] huber(q[k,i] - y[k,i], huber_delta)      ("huber")
+        loss = mean_{k,i} mask[k,i] (q[k,i] - y[k,i])^2                       ("mse")
 
     The mean runs over all K B entries, masked ones counting as zeros (as PBAC's diversity term),
     so a member's weight does not depend on how many of its samples the mask kept.
@@ -127,10 +133,10 @@ def bootdqn_critic_loss(
     """
     if q.ndim != 2 or q.shape != y.shape or q.shape != mask.shape:
         raise ValueError(f"q, y and mask must share one shape [K, B]; got {q.shape}, {y.shape}, {mask.shape}")
-    y = jax.lax.stop_gradient(y)
-    loss = jp.mean(mask.astype(q.dtype) * huber(q - y, huber_delta))
+    error = q - jax.lax.stop_gradient(y)
+    per_pair = huber(error, huber_delta) if loss == "huber" else jp.square(error)
     aux = {"q_mean": jp.mean(q), "q_spread": jp.mean(jp.std(q, axis=0))}
-    return loss, aux
+    return jp.mean(mask.astype(q.dtype) * per_pair), aux
 
 
 # -- networks and the quantities built from them ------------------------------------------------
@@ -242,7 +248,7 @@ def make(config: Config, obs_size: int, action_size: int) -> Algorithm:
 
         def critic_objective(params):
             q = randomized_prior_q(critic, params, state.prior_params, config.prior_scale, batch.obs, batch.action)
-            return bootdqn_critic_loss(q, y, mask, huber_delta=config.huber_delta)
+            return bootdqn_critic_loss(q, y, mask, huber_delta=config.huber_delta, loss=config.loss)
 
         critic_params, critic_opt_state, critic_value, critic_aux = gradient_step(
             critic_objective, state.critic_params, state.critic_opt_state, decay(config)

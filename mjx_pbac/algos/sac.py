@@ -26,7 +26,8 @@ actor only):
 
     L_pi = mean_i [alpha log pi(a~_i | s_i) - min_k Q_k(s_i, a~_i)]
 
-Temperature as PBAC's: -log_alpha * mean(stop_grad(log pi + H_target)), H_target = -A.
+Temperature as PBAC's: -log_alpha * mean(stop_grad(log pi + H_target)), H_target =
+target_entropy_scale * A (-1 by default: Haarnoja et al.'s -A).
 Order per gradient step: critic, actor, temperature, Polyak.
 """
 
@@ -83,6 +84,9 @@ class Config:
     """Adam learning rate of log alpha."""
     init_log_alpha: float = 0.0
     """Initial log temperature."""
+    target_entropy_scale: float = -1.0
+    """The temperature's target entropy per action dimension: H_target = target_entropy_scale * A
+    (Haarnoja et al.'s heuristic, -A, by default)."""
     weight_decay: float = knob(0.0)
     """AdamW's decoupled weight decay of the critics' and the actor's parameters, per unit of
     learning rate (`base.gradient_step`); 0 is Adam, the paper's (docs/design.md "Recipe options
@@ -138,6 +142,11 @@ def sac_targets(
     return losses.bellman_targets(reward, terminated, min_next_q[None], next_log_prob, gamma=gamma, alpha=alpha)[0]
 
 
+def target_entropy(config: Config, action_size: int) -> float:
+    """H_target = target_entropy_scale * A for A action dimensions."""
+    return float(config.target_entropy_scale) * float(action_size)
+
+
 @struct.dataclass
 class State:
     config: Config
@@ -153,19 +162,29 @@ class State:
     alpha_opt_state: optax.OptState
 
 
-NextBonus = Callable[[Any, jax.Array, jax.Array], jax.Array]
-"""next_bonus(state, next_obs[B, o], next_action[B, a]) -> [B]: an extra term of the next
-state's value in the target (no gradient); DRND passes its signed bonus."""
+Bonus = Callable[[Any, jax.Array, jax.Array], jax.Array]
+"""bonus(state, obs[B, o], action[B, a]) -> [B]: an extra term of a state-action pair's value
+(DRND passes its signed novelty bonus)."""
 
 
-def make(config: Config, obs_size: int, action_size: int, next_bonus: NextBonus | None = None) -> Algorithm:
-    """SAC; with `next_bonus`, its value is added to the next state's value in the targets and its
-    mean reported as `target_bonus_mean` (how DRND builds on SAC). The state may be any
-    subclass of `State` (DRND's): `update` passes extra fields through."""
+def make(
+    config: Config,
+    obs_size: int,
+    action_size: int,
+    next_bonus: Bonus | None = None,
+    actor_bonus: Bonus | None = None,
+) -> Algorithm:
+    """SAC; with `next_bonus`, its value at (s', a') is added to the next state's value in the
+    targets (no gradient) and its mean reported as `target_bonus_mean`; with `actor_bonus`, its
+    value at the actor's sample (s, a~) is added to what the actor maximises,
+    L_pi = mean_i [alpha log pi(a~_i | s_i) - min_k Q_k(s_i, a~_i) - actor_bonus(s_i, a~_i)],
+    with the gradient reaching the actor through a~, and its mean reported as
+    `actor_bonus_mean`. This is how DRND builds on SAC. The state may be any subclass of
+    `State` (DRND's): `update` passes extra fields through."""
     critic = make_critic_ensemble(config.num_critics, config.hidden_sizes, layer_norm=config.layer_norm)
     actor = make_actor(1, config.hidden_sizes, action_size, deterministic=False, layer_norm=config.layer_norm)
     decay = weight_decay_rule(config)
-    target_entropy = -float(action_size)
+    entropy_target = target_entropy(config, action_size)
 
     def policy(params, obs, key):
         """(action [B, A], log_prob [B]) sampled from the single head."""
@@ -223,14 +242,15 @@ def make(config: Config, obs_size: int, action_size: int, next_bonus: NextBonus 
         def actor_objective(params):
             action, log_prob = policy(params, batch.obs, actor_key)
             min_q = jp.min(critic.apply(critic_params, batch.obs, action), axis=0)
-            return losses.soft_actor_loss(min_q, log_prob, alpha), log_prob
+            extra = jp.zeros_like(min_q) if actor_bonus is None else actor_bonus(state, batch.obs, action)
+            return losses.soft_actor_loss(min_q + extra, log_prob, alpha), (log_prob, extra)
 
-        actor_params, actor_opt_state, actor_value, log_prob = gradient_step(
+        actor_params, actor_opt_state, actor_value, (log_prob, actor_extra) = gradient_step(
             actor_objective, state.actor_params, state.actor_opt_state, decay(config)
         )
 
         # 3. temperature
-        log_alpha, alpha_opt_state = temperature_step(state.log_alpha, state.alpha_opt_state, log_prob, target_entropy)
+        log_alpha, alpha_opt_state = temperature_step(state.log_alpha, state.alpha_opt_state, log_prob, entropy_target)
 
         # 4. Polyak
         new_state = state.replace(
@@ -245,6 +265,8 @@ def make(config: Config, obs_size: int, action_size: int, next_bonus: NextBonus 
         metrics = update_metrics(critic_value, critic_aux, actor_value, alpha, log_prob, y)
         if next_bonus is not None:
             metrics["target_bonus_mean"] = jp.mean(bonus)
+        if actor_bonus is not None:
+            metrics["actor_bonus_mean"] = jp.mean(actor_extra)
         return new_state, metrics
 
     return make_algorithm(

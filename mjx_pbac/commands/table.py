@@ -66,8 +66,8 @@ def main(argv: list[str]) -> None:
     if seeds < 1:
         raise SystemExit(f"error: --seeds must be >= 1, got {seeds}")
     configs = {}
-    for algo in algo_names:
-        for task in task_names:
+    for task in task_names:  # task by task: a finished task is a whole row of the table
+        for algo in algo_names:
             config = cli.configure(_common.load(task), [*rest, "--seeds", str(seeds), "--algo", algo], prog=f"{cli.program()} table (profile {task})")
             if not configs:
                 _common.use_platform(config.train.platform)

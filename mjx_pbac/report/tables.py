@@ -15,7 +15,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from mjx_pbac import stats
+from mjx_pbac import paper, stats
 from mjx_pbac.report.runs import Curves, MethodCurves
 
 
@@ -103,6 +103,26 @@ _SUCCESS_TABLE = _Table(
 
 _METRICS = _RETURN_TABLE.metrics
 
+_PAPER_VALUES: dict[str, tuple[dict[str, dict[str, Any]], Any, str]] = {
+    "final": (paper.TABLE1_FINAL, format_cell, "Table 1 (a), IQM [25%, 75%] over 10 seeds"),
+    "aulc": (paper.TABLE1_AULC, format_cell, "Table 1 (b), IQM [25%, 75%] over 10 seeds"),
+    "success_final": (paper.TABLE2_FINAL, format_mean_std, "Table 2 (a), mean ± std over 5 seeds"),
+    "success_aulc": (paper.TABLE2_AULC, format_mean_std, "Table 2 (b), mean ± std over 5 seeds"),
+}
+"""Per metric key: the paper's values (`mjx_pbac.paper`), how a cell reads, and where they are printed."""
+
+
+def _paper_rows(curves: Curves, key: str, tasks: Sequence[str]) -> list[tuple[str, list[str]]]:
+    """The paper's cells for the tasks and methods of `curves` that it reports ("-" elsewhere);
+    empty when it reports none of them."""
+    values, cell, _ = _PAPER_VALUES[key]
+    rows = [
+        (task, [cell(values[task][method]) if method in values[task] else "-" for method in curves.methods])
+        for task in tasks
+        if task in values
+    ]
+    return rows if any(text != "-" for _, cells in rows for text in cells) else []
+
 
 def _tables(curves: Curves) -> list[tuple[_Table, tuple[str, ...]]]:
     """The tables to write and their rows: return tasks as Table 1, success tasks as Table 2."""
@@ -159,14 +179,19 @@ def _markdown(curves: Curves) -> str:
         if table is _SUCCESS_TABLE:
             lines += ["## Success rate (paper Table 2)", ""]
         lines += [f"{_seed_line(curves, tasks, table.summary)} {table.rule} '-': not run.{unfinished}", ""]
-        for _, title, per_seed in table.metrics:
-            lines += [f"## {title}", ""]
-            lines.append("| Task | " + " | ".join(escape(method) for method in curves.methods) + " |")
-            lines.append("|---|" + "---|" * len(curves.methods))
+        for key, title, per_seed in table.metrics:
+            header = ["| Task | " + " | ".join(escape(method) for method in curves.methods) + " |", "|---|" + "---|" * len(curves.methods)]
+            lines += [f"## {title}", "", *header]
             for task, cells in _rows(curves, per_seed, tasks, table):
                 texts = ["-" if cell is None else (f"**{cell[0]}**" if cell[1] else cell[0]) for cell in cells]
                 lines.append(f"| {escape(task)} | " + " | ".join(texts) + " |")
             lines.append("")
+            paper_rows = _paper_rows(curves, key, tasks)
+            if paper_rows:
+                where = _PAPER_VALUES[key][2]
+                lines += [f"## {title}: the paper", "", f"The paper's values for the same tasks and methods ({where}, at its own settings); '-': not in the paper.", "", *header]
+                lines += [f"| {escape(task)} | " + " | ".join(cells) + " |" for task, cells in paper_rows]
+                lines.append("")
     if curves.notes:
         lines += ["## Notes", ""] + [f"- Note: {note}" for note in curves.notes] + [""]
     return "\n".join(lines)
@@ -231,7 +256,9 @@ def results_tables(curves: Curves) -> tuple[str, str]:
     rate at the last evaluation point, or of its mean over the evaluation points. Bold
     (**x** / \\textbf{x}) per row as `stats.bold` decides (by the IQM, or the mean for Table 2);
     "-" where a (task, method) was not run. A caption line gives the number of seeds; the notes of
-    `curves` follow (Markdown) or lead as comments (LaTeX).
+    `curves` follow (Markdown) or lead as comments (LaTeX). In the Markdown, each table is
+    followed by the paper's values for the same tasks and methods (`mjx_pbac.paper`), where the
+    paper reports any.
     """
     if not curves.entries:
         raise ValueError("no evaluations to tabulate")

@@ -63,6 +63,20 @@ def test_critic_variance_is_the_clipped_exponential():
     np.testing.assert_allclose(critic_variance(jp.array([-20.0, 0.0, 1.0, 5.0])), [1e-4, 1.0, math.e, 10.0], rtol=1e-6)
 
 
+def test_critic_variance_has_finite_zero_gradient_where_exp_overflows():
+    """A log-variance past ~88.7 overflows exp to inf; clip(exp(l)) then has gradient 0 * inf =
+    NaN (a BEN run diverged so), the capped form the clipped value's gradient 0, and the same
+    values and gradients elsewhere."""
+    log_var = jp.array([-200.0, -20.0, 0.0, 1.0, 2.0, 3.0, 89.0, 200.0])
+    naive = lambda l: jp.clip(jp.exp(l), 1e-4, 10.0)  # noqa: E731
+    grad = jax.vmap(jax.grad(critic_variance))(log_var)
+    naive_grad = jax.vmap(jax.grad(naive))(log_var)
+    assert np.isnan(naive_grad[-2:]).all()  # the failure the cap removes
+    np.testing.assert_allclose(grad, [0.0, 0.0, 1.0, math.e, math.e**2, 0.0, 0.0, 0.0], rtol=1e-6, atol=0)
+    np.testing.assert_array_equal(critic_variance(log_var), naive(log_var))
+    np.testing.assert_array_equal(grad[:-2], naive_grad[:-2])
+
+
 @pytest.mark.parametrize("mu_t, var_t, m, log_var", [(0.3, 0.7, -0.4, 0.2), (2.0, 0.05, 1.5, -1.0), (-1.0, 3.0, 0.0, 1.5)])
 def test_kl_equals_numerical_integration(mu_t, var_t, m, log_var):
     """int p(x) log(p(x) / q(x)) dx with p the target N(mu_t, var_t), q the model N(m, e^log_var)."""

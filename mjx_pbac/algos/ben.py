@@ -146,9 +146,17 @@ TARGET_VARIANCE_MIN, TARGET_VARIANCE_MAX = 1e-2, 1e2
 """The Bellman target's variance is clipped to this range (the authors' code)."""
 
 
+EXP_CAP = 30.0
+"""exp's argument is capped here before the clip: exp(30) ~ 1e13 clips to the same 10, but an
+output past ~88.7 no longer overflows float32 to inf, whose gradient through the clip is 0 * inf =
+NaN. Nothing pulls a log-variance back once its variance is clipped at the top, so it can drift
+there; the values and gradients are otherwise the same."""
+
+
 def critic_variance(log_var: jax.Array) -> jax.Array:
-    """v = clip(exp(log_var), 1e-4, 10): a heteroscedastic critic's variance from its raw output."""
-    return jp.clip(jp.exp(log_var), VARIANCE_MIN, VARIANCE_MAX)
+    """v = clip(exp(log_var), 1e-4, 10): a heteroscedastic critic's variance from its raw output
+    (exp's argument capped at EXP_CAP, which changes no value)."""
+    return jp.clip(jp.exp(jp.minimum(log_var, EXP_CAP)), VARIANCE_MIN, VARIANCE_MAX)
 
 
 def gaussian_kl(target_mean: jax.Array, target_var: jax.Array, mean: jax.Array, var: jax.Array) -> jax.Array:
@@ -160,7 +168,7 @@ def gaussian_kl(target_mean: jax.Array, target_var: jax.Array, mean: jax.Array, 
 def reference_kl(target_mean: jax.Array, target_var: jax.Array, mean: jax.Array, var: jax.Array) -> jax.Array:
     """The authors' code's KL term, elementwise: with var1 = clip(exp(target_var), 1e-4, 10),
     log var - log var1 + (var1 + (target_mean - mean)^2) / (2 var) - 1/2."""
-    var1 = jp.clip(jp.exp(target_var), VARIANCE_MIN, VARIANCE_MAX)
+    var1 = critic_variance(target_var)
     return jp.log(var) - jp.log(var1) + (var1 + jp.square(target_mean - mean)) / (2.0 * var) - 0.5
 
 

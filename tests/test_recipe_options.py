@@ -176,7 +176,7 @@ def test_the_discount_and_weight_decay_are_knobs_of_every_algorithm_and_checked(
 # bootdqn_p): hopper_delayed's CPU evidence, taken to the delayed GPU recipes of Hopper and
 # Humanoid; the Ant ones keep plain, as on ant_delayed on the CPU (docs/evidence/ant-delayed.md).
 AFFINE = {"hopper_delayed_fast_cpu", "hopper_delayed_fast", "hopper_very_delayed_fast", "humanoid_delayed_fast"}
-NORMALISED = {"hopper_delayed_fast_cpu", "hopper_fast_cpu"} | {
+NORMALISED = {"hopper_delayed_fast_cpu", "hopper_fast_cpu", "ant_delayed_fast_cpu"} | {
     f"{robot}{task}_fast" for robot in ("ant", "hopper", "humanoid") for task in ("", "_delayed", "_very_delayed")
 } - {"humanoid_very_delayed_fast"}
 
@@ -229,3 +229,44 @@ def test_every_recipe_profile_runs_every_algorithm_at_its_sizes():
         drnd = table["drnd"]
         assert drnd["predictor_hidden_sizes"] == [width[0]] * 3, path.name
         assert drnd["predictor_lr"] == pytest.approx(1e-4 * pbac["critic_lr"] / 3e-4, rel=0.02), path.name
+
+
+# Each GPU profile and the CPU recipe whose per-seed fields it keeps; a robot's task without a recipe
+# of its own takes its robot's (the paper's per-task settings aside).
+GPU_RECIPES = {
+    "reacher_hard_fast": "reacher_hard_fast_cpu",
+    "cartpole_swingup_sparse_fast": "cartpole_swingup_sparse_fast_cpu",
+    "ball_in_cup_catch_fast": "ball_in_cup_catch_fast_cpu",
+    "hopper_fast": "hopper_fast_cpu",
+    "hopper_delayed_fast": "hopper_delayed_fast_cpu",
+    "hopper_very_delayed_fast": "hopper_delayed_fast_cpu",
+    "ant_delayed_fast": "ant_delayed_fast_cpu",
+    "ant_fast": "ant_delayed_fast_cpu",
+    "ant_very_delayed_fast": "ant_delayed_fast_cpu",
+}
+PER_TASK = ("bootstrap_rate", "posterior_sampling_rate", "prior_variance", "prior_scale")
+"""The paper's per-task settings (Table 5 and the baselines' tables): each profile takes its task's."""
+
+
+@pytest.mark.parametrize("gpu, recipe", sorted(GPU_RECIPES.items()))
+def test_each_gpu_profile_is_its_cpu_recipe_per_seed(gpu, recipe):
+    """Learning per env step does not depend on the device, so a GPU profile is a recipe proven on
+    the CPU: the same envs per seed, batch, updates per vector step, warm-up, budget, observation
+    normalisation and every algorithm's section (sizes, LayerNorm, rates), with the paper's
+    per-task settings of its own task; it spends the GPU on 10 seeds in one program. The buffer is
+    the recipe's too: cartpole's 1 M transitions per seed keep the last 1 M of its 2.46 M steps,
+    as the recipe learned with."""
+    from mjx_pbac.commands import _common
+
+    fast, cpu = _common.load(gpu, None), _common.load(recipe, None)
+    paper = _common.load(fast.train.env, None)
+    assert fast.train.env == gpu.removesuffix("_fast")
+    assert fast.train.num_seeds == 10
+    own = {"env", "num_seeds"}
+    assert {k: v for k, v in dataclasses.asdict(fast.train).items() if k not in own} == {
+        k: v for k, v in dataclasses.asdict(cpu.train).items() if k not in own
+    }, (gpu, recipe)
+    for algo in RECIPE_ALGOS:
+        got, want, task = (dataclasses.asdict(getattr(c, algo)) for c in (fast, cpu, paper))
+        assert {k: v for k, v in got.items() if k not in PER_TASK} == {k: v for k, v in want.items() if k not in PER_TASK}, (gpu, algo)
+        assert {k: got[k] for k in PER_TASK if k in got} == {k: task[k] for k in PER_TASK if k in task}, (gpu, algo)

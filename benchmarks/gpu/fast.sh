@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# High-throughput PBAC on the MuJoCo tasks: the `<task>_fast` profiles (thousands of envs per
-# seed), SEEDS seeds in one program per task, return against wall-clock and the time to the
-# paper's score (docs/performance.md "Fast training").
+# PBAC on the MuJoCo tasks for wall-clock: the `<task>_fast` profiles (each a CPU recipe per seed,
+# docs/recipes.md), SEEDS seeds in one program per task, return against wall-clock and the time to
+# the paper's score (docs/performance.md "Fast training").
 #
 # On a GPU machine:
 #   OUT=<dir> COMMIT=<hash> bash benchmarks/gpu/fast.sh

@@ -5,7 +5,7 @@
 #
 # On a GPU machine:
 #   OUT=<dir> COMMIT=<hash> LIMIT=540 bash benchmarks/gpu/tune.sh       # every candidate of the block below
-#   ONLY="cpu_b1024 w128_b1024" PARALLEL=1 COMMIT=<hash> bash benchmarks/gpu/tune.sh   # two of them, one after the other
+#   ONLY="base w128" PARALLEL=1 COMMIT=<hash> bash benchmarks/gpu/tune.sh   # two of them, one after the other
 # On a CPU, the same commands at tiny sizes (tests/test_gpu_scripts.py runs it):
 #   DRY_RUN=1 bash benchmarks/gpu/tune.sh
 #
@@ -13,7 +13,7 @@
 # SEEDS seeds (10) as members. A candidate whose options hold a `--sweep KNOB=v1,v2` trains its
 # sweep points as members of that one program (one compile; reported as NAME/pbac KNOB=v1, ...).
 # PARALLEL candidates (default: all those chosen) train at once on the one GPU, in waves: one
-# `ant_delayed_fast` program took 158 s to compile on an H200 (docs/evidence/h200-20261128.md), so
+# program of the earlier 1,024-env `ant_delayed_fast` took 158 s to compile on an H200 (docs/evidence/h200-20261128.md), so
 # four candidates one after another would spend a 540 s LIMIT compiling; side by side, their
 # compiles overlap on the machine's cores (16 there) and they then share the GPU
 # (XLA_PYTHON_CLIENT_PREALLOCATE=false, so that each takes only the memory it uses). Each wave's
@@ -50,31 +50,29 @@ source benchmarks/gpu/setup.sh
 # NAME names the run directory and the report's column (letters, digits, '_', '-'); OPTIONS are
 # `train.py` options added to the profile, split at spaces (no quoting). The first is the profile
 # as it is, the reference. Edit this block alone to change what a run compares.
-# The candidates keep the CPU recipe's 16 envs per seed and 8 gradient steps per vector step
-# (docs/evidence/ant-delayed.md). On ant_delayed on the 2-core CPU (3 seeds), the same sampled
-# transitions taken as 4x and 8x fewer, larger gradient steps reached a mean of 773 and 154 at
-# 144,000 env steps against the recipe's 1,273, while a larger batch at the recipe's gradient
-# steps raised the level the curve settles at (8 x 512 near 2,000, 8 x 1,024 near 3,000). The
-# profile takes one gradient step per 256 env steps and showed no learning by 256,000-460,800 env
-# steps per seed on an H200 (docs/evidence/h200-20261129.md, docs/evidence/h200-20261129b.md),
-# where a gradient step of the paper's networks took ~0.43 ms against ~12.9 ms for a vector step
-# of Ant's physics at small instance counts (docs/evidence/h200-20261128.md): with few envs per
-# seed, gradient steps and larger batches are cheap on a GPU.
-#   base        the profile as it is
-#   cpu_b1024   the CPU recipe (K = 5 of width 64, lr 1e-3) at batch 1,024: on the CPU a mean of
-#               2,405 at 96,000 env steps, level near 3,000 from 240,000 on
-#   n64_b1024   the same at 64 envs per seed: on the CPU a mean of 1,907 at 3,000 vector steps
-#               (192,000 env steps) against 16 envs' 859 at 3,000 (48,000)
-#   w128_b1024  cpu_b1024 at width 128: on the CPU level with width 64 in the mean at 144,000 env
-#               steps (2,616 against 2,579), above it at 192,000 (3,056 against 2,889), one seed's
-#               whole episodes at 4,228 and 4,327 where no width-64 seed passed 3,373 by 288,000
-# All but base evaluate every 3,000 vector steps per seed (48,000 env steps at 16 envs, 192,000 at
-# 64) and spell out their sizes, so that candidates.json records each candidate's whole options.
+# The profile is the CPU recipe per seed (profiles/ant_delayed_fast_cpu.toml: 16 envs, 8 updates
+# of batch 1,024 per vector step, K = 5 of width 64, lr 1e-3), which on ant_delayed on the 2-core
+# CPU reached a mean of 2,405 at 96,000 env steps and levels near 3,000 from 240,000 on
+# (docs/evidence/ant-delayed.md). The profile's earlier sizes, one gradient step per 256 env steps,
+# showed no learning by 256,000-460,800 env steps per seed on an H200 (docs/evidence/h200-20261129.md,
+# docs/evidence/h200-20261129b.md), where a gradient step of the paper's networks took ~0.43 ms
+# against ~12.9 ms for a vector step of Ant's physics at small instance counts
+# (docs/evidence/h200-20261128.md): with few envs per seed, gradient steps are cheap on a GPU.
+#   base        the profile as it is: the CPU recipe
+#   n64_u32     64 envs per seed and 32 updates per vector step: the recipe's gradient steps per env
+#               step in a quarter of the vector steps (on the CPU, 64 envs at 8 updates reached a
+#               mean of 1,907 at 192,000 env steps against 16 envs' 859 at 48,000)
+#   u16         16 updates per vector step: one gradient step per env step, twice the recipe's
+#   w128        width 128: on the CPU level with width 64 in the mean at 144,000 env steps (2,616
+#               against 2,579), above it at 192,000 (3,056 against 2,889), one seed's whole
+#               episodes at 4,228 and 4,327 where no width-64 seed passed 3,373 by 288,000
+# All but base evaluate every 48,000 env steps per seed (192,000 at 64 envs) and spell out their
+# sizes, so that candidates.json records each candidate's whole options.
 CANDIDATES=(
   "base|"
-  "cpu_b1024|--train.num-envs 16 --train.warmup-steps 8000 --train.chunk-steps 16000 --train.eval-interval 48000 --train.updates-per-step 8 --train.batch-size 1024 --pbac.num-critics 5 --pbac.hidden-sizes 64 64 --pbac.critic-lr 1e-3 --pbac.actor-lr 1e-3 --pbac.alpha-lr 1e-3"
-  "n64_b1024|--train.num-envs 64 --train.warmup-steps 8000 --train.chunk-steps 64000 --train.eval-interval 192000 --train.updates-per-step 8 --train.batch-size 1024 --pbac.num-critics 5 --pbac.hidden-sizes 64 64 --pbac.critic-lr 1e-3 --pbac.actor-lr 1e-3 --pbac.alpha-lr 1e-3"
-  "w128_b1024|--train.num-envs 16 --train.warmup-steps 8000 --train.chunk-steps 16000 --train.eval-interval 48000 --train.updates-per-step 8 --train.batch-size 1024 --pbac.num-critics 5 --pbac.hidden-sizes 128 128 --pbac.critic-lr 1e-3 --pbac.actor-lr 1e-3 --pbac.alpha-lr 1e-3"
+  "n64_u32|--train.num-envs 64 --train.warmup-steps 8000 --train.chunk-steps 64000 --train.eval-interval 192000 --train.updates-per-step 32 --train.batch-size 1024 --pbac.num-critics 5 --pbac.hidden-sizes 64 64 --pbac.critic-lr 1e-3 --pbac.actor-lr 1e-3 --pbac.alpha-lr 1e-3"
+  "u16|--train.num-envs 16 --train.warmup-steps 8000 --train.chunk-steps 16000 --train.eval-interval 48000 --train.updates-per-step 16 --train.batch-size 1024 --pbac.num-critics 5 --pbac.hidden-sizes 64 64 --pbac.critic-lr 1e-3 --pbac.actor-lr 1e-3 --pbac.alpha-lr 1e-3"
+  "w128|--train.num-envs 16 --train.warmup-steps 8000 --train.chunk-steps 16000 --train.eval-interval 48000 --train.updates-per-step 8 --train.batch-size 1024 --pbac.num-critics 5 --pbac.hidden-sizes 128 128 --pbac.critic-lr 1e-3 --pbac.actor-lr 1e-3 --pbac.alpha-lr 1e-3"
 )
 # ===============================================================================================
 

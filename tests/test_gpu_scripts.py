@@ -310,3 +310,35 @@ def test_the_compilation_cache_comes_back_when_it_fits_and_is_restored_as_it_was
     for i in range(8):
         (out / f"result_{i}.json").write_text("{}")
     assert "already holds 8 files" in run("save", cache, out) and not (out / "jax_cache.tgz").exists()
+
+
+def test_slim_wheels_hold_every_model_file_the_envs_load(tmp_path):
+    """wheels.sh's slim dm-control and metaworld wheels: each an installable wheel of the
+    installed version, a few MB, from which the envs load their models (DM Control's cartpole, with
+    its common includes) and Meta-World's files pass the pinned sha256 manifest."""
+    import zipfile
+
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "gpu" / "slim_wheels.py"), str(tmp_path / "whl")],
+        cwd=ROOT, capture_output=True, text=True, check=False, timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    wheels = sorted((tmp_path / "whl").glob("*.whl"))
+    assert [w.name.split("-")[0] for w in wheels] == ["dm_control", "metaworld"], wheels
+    assert all(w.stat().st_size < 5_000_000 for w in wheels), [(w.name, w.stat().st_size) for w in wheels]
+    site = tmp_path / "site"
+    for wheel in wheels:
+        with zipfile.ZipFile(wheel) as archive:
+            assert any(name.endswith(".dist-info/RECORD") for name in archive.namelist())
+            archive.extractall(site)
+    check = (
+        "import sys; from envs import dm_control, metaworld_model as m; "
+        f"assert dm_control.dm_control_suite_dir().startswith({str(site)!r}) and m.asset_dir().startswith({str(site)!r}); "
+        "model = dm_control.load_suite_model('cartpole.xml'); m.verify_assets(); print(model.nbody, len(m.read_manifest()))"
+    )
+    loaded = subprocess.run(
+        [sys.executable, "-c", check], cwd=ROOT, env={**os.environ, "PYTHONPATH": f"{site}{os.pathsep}{ROOT}"},
+        capture_output=True, text=True, check=False, timeout=300,
+    )
+    assert loaded.returncode == 0, loaded.stderr[-3000:]
+    assert loaded.stdout.split() == ["3", "63"]  # world, cart, pole; the manifest's files, loaded.stdout

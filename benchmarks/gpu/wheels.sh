@@ -5,9 +5,9 @@
 # and the usual scientific Python stack; edit it for yours), as Python 3.12 x86-64 wheels. Run it
 # from the repository root with the project's venv active, then copy the repository with .whl/ to
 # the GPU machine (benchmarks/gpu/setup.sh installs the wheels there). dm-control's wheel (56 MB)
-# would triple the copy, and the DM Control tasks read only its suite's XML files
-# (envs/dm_control.py): a slim wheel of those files (~0.4 MB) stands in for it, and its own
-# dependencies are left out.
+# and metaworld's would be most of the copy, and the envs read only their model files
+# (envs/dm_control.py, envs/metaworld_model.py): slim wheels of those files stand in for them
+# (benchmarks/gpu/slim_wheels.py), and dm-control's own dependencies are left out.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 python3 - > /tmp/gpu_wheels.txt <<'PY'
@@ -46,35 +46,17 @@ while todo:
         requirement = Requirement(line)
         if requirement.marker is None or requirement.marker.evaluate({"extra": ""}):
             todo.append(requirement.name)
-# Needed only by the full dm-control package (the slim wheel below replaces it).
-DM_CONTROL_ONLY = {"dm-control", "dm-env", "dm-tree", "glfw", "labmaze", "pyopengl"}
+# dm-control and metaworld, and what only the full dm-control needs: slim wheels replace them
+# (benchmarks/gpu/slim_wheels.py); metaworld's own dependencies are the project's too.
+SLIM = {"dm-control", "dm-env", "dm-tree", "glfw", "labmaze", "pyopengl", "metaworld"}
 for name, version in sorted(seen.items()):
-    if name not in ON_IMAGE | DM_CONTROL_ONLY and name != "mjx-pbac":
+    if name not in ON_IMAGE | SLIM and name != "mjx-pbac":
         print(f"{name}=={version}")
 PY
 mkdir -p .whl
 python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
   --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_17_x86_64 \
   --platform manylinux2014_x86_64 --platform manylinux1_x86_64 -d .whl -r /tmp/gpu_wheels.txt
-python3 - <<'PY'
-# The slim dm-control wheel: its suite's XML files, an empty package, a minimal dist-info.
-import importlib.metadata as md
-import pathlib
-import zipfile
-
-dist = md.distribution("dm-control")
-root = pathlib.Path(dist.locate_file("dm_control"))
-name = f"dm_control-{dist.version}"
-files = {"dm_control/__init__.py": b"", "dm_control/suite/__init__.py": b""}
-for path in sorted((root / "suite").rglob("*.xml")):
-    files[str(path.relative_to(root.parent))] = path.read_bytes()
-files[f"{name}.dist-info/METADATA"] = f"Metadata-Version: 2.1\nName: dm_control\nVersion: {dist.version}\nSummary: dm_control's suite XML files only (mjx-pbac GPU runs)\n".encode()
-files[f"{name}.dist-info/WHEEL"] = b"Wheel-Version: 1.0\nGenerator: mjx-pbac\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
-record = "".join(f"{path},,\n" for path in files) + f"{name}.dist-info/RECORD,,\n"
-files[f"{name}.dist-info/RECORD"] = record.encode()
-with zipfile.ZipFile(f".whl/{name}-py3-none-any.whl", "w", zipfile.ZIP_DEFLATED) as wheel:
-    for path, data in files.items():
-        wheel.writestr(path, data)
-PY
+python3 benchmarks/gpu/slim_wheels.py .whl
 grep -qx "/.whl/" .gitignore || echo "/.whl/ must stay ignored" >&2
 du -sh .whl && ls .whl

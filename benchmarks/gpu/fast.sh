@@ -14,7 +14,7 @@
 # script ends by its LIMIT (setup.sh). Either budget may be `all`: everything left of the LIMIT,
 # less RESERVE_SECONDS for the last report. When TASKS names one task, FIRST_SECONDS defaults to
 # `all`, so the script spends its whole LIMIT on that task (a 10-minute target needs it):
-#   TASKS=ant_delayed COMMIT=<hash> LIMIT=560 bash benchmarks/gpu/fast.sh
+#   TASKS=ant_delayed SCORES="ant_delayed=3000" COMMIT=<hash> LIMIT=560 bash benchmarks/gpu/fast.sh   # time to the CPU recipe's level
 # A task cut short by its time keeps the evaluations it made (`bounded`'s `timeout --foreground`
 # sends one SIGTERM: the run checkpoints after its chunk and exits). Written to $OUT as it goes (a
 # few files, quick to copy back): log.txt, device.txt, results.md and time_to_score.json
@@ -32,6 +32,9 @@ TASK_SECONDS=${TASK_SECONDS:-150}
 MIN_SECONDS=${MIN_SECONDS:-100}
 RESERVE_SECONDS=${RESERVE_SECONDS:-20}
 COPY_SECONDS=${COPY_SECONDS:-30}
+# The time-to-score table's scores, `train.py report --score`'s form (e.g. "ant_delayed=3000
+# hopper_delayed=775": a CPU recipe's level); empty: the paper's PBAC final on each task.
+read -r -a SCORE_ARGS <<< "${SCORES:-}"
 # The runs (checkpoints included) and the report; only a bundle goes to $OUT. A fresh folder each
 # time: a machine may still hold an earlier run's /tmp (docs/evidence/h200-20261129b.md).
 WORK=${WORK:-$(mktemp -d /tmp/fast.XXXXXX)}
@@ -54,7 +57,7 @@ collect() {  # the report and the bundle, from what the runs wrote so far
   local dirs=()
   for dir in "$RUNS"/*/; do [ -s "$dir/eval.jsonl" ] && dirs+=("${dir%/}"); done
   [ ${#dirs[@]} -gt 0 ] || return 0
-  python3 train.py report "${dirs[@]}" --out "$REPORT" --x steps wall > "$WORK/printed.txt" 2>&1 \
+  python3 train.py report "${dirs[@]}" --out "$REPORT" --x steps wall ${SCORE_ARGS[@]+--score "${SCORE_ARGS[@]}"} > "$WORK/printed.txt" 2>&1 \
     || { log "report failed:"; tail -3 "$WORK/printed.txt" | tee -a "$OUT/log.txt"; }
   cp "$REPORT/results.md" "$REPORT/time_to_score.json" "$OUT/" 2>/dev/null
   tar -czf "$OUT/fast_runs.tgz.tmp" -C "$WORK" --exclude=checkpoints --exclude=tb --exclude=.lock runs report \

@@ -62,9 +62,12 @@ for task in $TASKS; do
     fi
   done
 done
-# The runs' logs without checkpoints (what the committed report is made from), then the report.
+# The runs' logs without checkpoints (what the committed report is made from; the evaluations
+# gzip-compressed, which the report reads as they are), then the report.
 for dir in "$RUNS"/*/; do
   mkdir -p "$LOGS/$(basename "$dir")"
-  cp "$dir"/config.json "$dir"/eval.jsonl "$dir"/summary.json "$LOGS/$(basename "$dir")/"
+  cp "$dir"/config.json "$dir"/summary.json "$LOGS/$(basename "$dir")/"
+  rm -f "$LOGS/$(basename "$dir")/eval.jsonl"
+  gzip -9 -n -c "$dir"/eval.jsonl > "$LOGS/$(basename "$dir")/eval.jsonl.gz"
 done
 python train.py report "$LOGS"/*/ --by-run "$BY_RUN" --out "$REPORT" --x steps wall --score-fraction 0.9 1.0

@@ -41,6 +41,7 @@ lock is never stale; the file's holder record then only tells the next process w
 from __future__ import annotations
 
 import errno
+import gzip
 import hashlib
 import json
 import os
@@ -109,13 +110,23 @@ def write_json(path: Path, record: dict[str, Any]) -> None:
     os.replace(temporary, path)
 
 
+def log_file(path: Path) -> Path | None:
+    """The file that holds the JSONL log `path`: `path` itself, else its gzip archive `path.gz`
+    (a run kept as evidence, compressed with `gzip eval.jsonl`), else None."""
+    archive = path.with_name(path.name + ".gz")
+    return path if path.is_file() else archive if archive.is_file() else None
+
+
 def read_jsonl(path: Path, notes: list[str] | None = None) -> list[dict[str, Any]]:
-    """The rows of a JSONL log (none when it does not exist). With `notes`, a line that does not
-    parse (the last line of a run killed mid-write) is skipped and said there; without, it raises."""
-    if not path.is_file():
+    """The rows of a JSONL log, read from `path.gz` where only that exists (`log_file`); none when
+    neither exists. With `notes`, a line that does not parse (the last line of a run killed
+    mid-write) is skipped and said there; without, it raises."""
+    found = log_file(path)
+    if found is None:
         return []
+    text = gzip.decompress(found.read_bytes()).decode() if found is not path else found.read_text()
     rows = []
-    for number, line in enumerate(path.read_text().splitlines(), start=1):
+    for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
         try:
@@ -123,7 +134,7 @@ def read_jsonl(path: Path, notes: list[str] | None = None) -> list[dict[str, Any
         except json.JSONDecodeError:
             if notes is None:
                 raise
-            notes.append(f"{path}: line {number} is not valid JSON and was skipped")
+            notes.append(f"{found}: line {number} is not valid JSON and was skipped")
     return rows
 
 

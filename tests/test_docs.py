@@ -20,6 +20,8 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 README_MAX_LINES = 115
 README_MAX_WIDTH = 200
+DOCS_MAX_BYTES = 4_000_000
+"""docs/ with its run data: what a page's figures are computed from, logs gzip-compressed."""
 EVIDENCE = ROOT / "docs" / "evidence"
 DATE = re.compile(r"\b20\d\d-[01]\d-[0-3]\d\b")
 COMMIT = re.compile(r"(?<![\w/.-])(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}(?![\w/-])")
@@ -408,3 +410,16 @@ def test_no_file_under_docs_is_ignored_by_git():
         cwd=ROOT, capture_output=True, text=True, check=True,
     ).stdout.split()
     assert not ignored, f"files under docs/ that git ignores (commit them or move them): {ignored[:10]}"
+
+
+def test_docs_and_their_data_stay_small():
+    """docs/ holds its pages and what their figures are drawn from (run logs compressed, no
+    checkpoints, metrics streams or TensorBoard files): at most DOCS_MAX_BYTES, and no plain
+    .jsonl log (a kept run's logs are .jsonl.gz, which `train.py report` reads)."""
+    files = _tracked("docs/*", "docs/**/*")
+    total = sum(path.stat().st_size for path in files)
+    largest = sorted(files, key=lambda path: path.stat().st_size)[-3:]
+    assert total <= DOCS_MAX_BYTES, f"docs/ holds {total:,} bytes (budget {DOCS_MAX_BYTES:,}); largest: {largest}"
+    plain = [str(path.relative_to(ROOT)) for path in files if path.suffix == ".jsonl"]
+    assert not plain, f"run logs under docs/ not compressed (gzip -9 -n FILE): {plain[:5]}"
+    assert not [path for path in files if path.suffix in (".npz", ".msgpack") or "tfevents" in path.name]

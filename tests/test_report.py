@@ -222,6 +222,22 @@ def test_refuses_directories_that_are_not_runs(tmp_path, runs):
     assert f"{empty} has no config.json" in message and f"{empty} has no eval.jsonl" in message
 
 
+def test_a_run_kept_compressed_reads_as_the_plain_one(tmp_path, runs):
+    """Evidence keeps its runs' logs gzip-compressed: a run whose eval.jsonl and visits.jsonl are
+    replaced by their .gz archives gives the same curves, and its exploration figure is drawn."""
+    import gzip
+
+    plain = report.load_runs(runs).get("ant_delayed", "pbac")
+    for name in ("eval.jsonl", "visits.jsonl"):
+        path = runs[0] / name
+        (runs[0] / f"{name}.gz").write_bytes(gzip.compress(path.read_bytes()))
+        path.unlink()
+    kept = report.load_runs(runs).get("ant_delayed", "pbac")
+    assert np.array_equal(kept.env_steps, plain.env_steps) and np.array_equal(kept.returns, plain.returns)
+    assert kept.returns.shape == (5, 4) and kept.returns.any()  # five seeds, four evaluation points
+    assert report.plot_exploration(runs[0], tmp_path / "x.png", "x_position", "y_position").is_file()
+
+
 def test_refuses_the_same_seed_twice(tmp_path, runs):
     copy = write_run(tmp_path / "ant_sac_again", "ant_delayed", "sac", {"sac": [1.0, 2.0]}, seeds=[5, 3])
     with pytest.raises(ValueError, match="same seed") as error:

@@ -182,8 +182,8 @@ def plot_exploration(
     if phases < 1:
         raise ValueError(f"phases must be >= 1, got {phases}")
     path = run_dir / rundir.VISITS
-    if not path.is_file():
-        raise ValueError(f"{run_dir} has no visits.jsonl")
+    if rundir.log_file(path) is None:
+        raise ValueError(f"{run_dir} has no visits.jsonl (or visits.jsonl.gz)")
     records = rundir.read_jsonl(path, [])
     if member is not None:
         members = sorted({int(record["member"]) for record in records})

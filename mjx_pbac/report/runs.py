@@ -19,7 +19,8 @@ With `by_run`, the method is RUN/LABEL (RUN the run directory's name, e.g. `u8/p
 same task and algorithm with other settings (command-line options do not change a label) are
 then methods side by side, not seeds of one.
 
-The run directory's files are read through `mjx_pbac.rundir`.
+The run directory's files are read through `mjx_pbac.rundir`; a log kept compressed (`gzip
+eval.jsonl`, as the runs kept as evidence are) reads the same as the plain file.
 """
 
 from __future__ import annotations
@@ -268,8 +269,9 @@ def load_runs(run_dirs: PathLike | Iterable[PathLike], by_run: bool = False) -> 
     missing = [
         f"{directory} has no {name}"
         for directory in directories
-        for name in (rundir.CONFIG, rundir.EVAL)
-        if not (directory / name).is_file()
+        for name, found in ((rundir.CONFIG, (directory / rundir.CONFIG).is_file()),
+                            (f"{rundir.EVAL} (or {rundir.EVAL}.gz)", rundir.log_file(directory / rundir.EVAL) is not None))
+        if not found
     ]
     if missing:
         raise ValueError("not run directories:\n  " + "\n  ".join(missing))

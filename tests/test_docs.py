@@ -9,6 +9,7 @@ Quick tier: it reads text files and parses command lines, a few seconds in all."
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import re
 import shlex
@@ -400,7 +401,7 @@ def test_every_option_a_syntax_template_names_exists(parse_only, capsys):
 
 
 def test_no_file_under_docs_is_ignored_by_git():
-    """Records under docs/ (a GPU call's run logs in docs/gpu/*/runs/, measured runs beside a
+    """Records under docs/ (a GPU run's logs in docs/gpu/*/runs/, measured runs beside a
     page) are read by the pages and by tests; a .gitignore pattern that catches them passes here
     and fails on CI's clean clone (it did once: `runs/` hid docs/evidence/data/h200-20261128/runs/)."""
     if not (ROOT / ".git").exists():
@@ -423,3 +424,54 @@ def test_docs_and_their_data_stay_small():
     plain = [str(path.relative_to(ROOT)) for path in files if path.suffix == ".jsonl"]
     assert not plain, f"run logs under docs/ not compressed (gzip -9 -n FILE): {plain[:5]}"
     assert not [path for path in files if path.suffix in (".npz", ".msgpack") or "tfevents" in path.name]
+
+
+WORD = re.compile(r"\.\.|[a-z0-9_]+(?:\.[a-z0-9_]+)*")
+OUTSIDE = frozenset([
+    "9d5e33ea197579b6", "df8b57f1ee981389", "c7869330957f7301", "bbb7e4fdad15d6f0", "d6709cd49ed87966", "2c0a46827e1a3726",
+    "78ee12c65d407ba0", "c700a5c376cbd6fa", "3b98c768513f896c", "d3ecf243acf8aace", "de88be478f65cb21", "4407fe746a144701",
+    "d104d6f67a1b899c", "0437db2ca5c88c29", "05f4870a98490b3b", "da795d15def15b03", "f5bd9d1a9576e563", "fa6ae184e1322b42",
+    "fcfd3250e3ed2ae3", "0122b4805680d730", "8ee47f99b969e2fb", "3ca4186da4fe3b28", "028cdc72b35c1bc2", "6b21b14506f8d63e",
+    "b4d37d9491addd7f", "43b18044d9ed67ff", "8ce2f61040adbffc", "48207d2d39715bf2", "d885d2d3c4365bc4", "37c572855dd966cd",
+    "81abe39d04df6163", "d19e135be045694d", "79a0cdedbd50369b", "0830f1dd2469e50e", "58a4224e4b906bcd", "759e8e5d53f525ad",
+])
+"""The words and two-word phrases of the machines and bookkeeping the work behind the project was
+done with (paths outside the repository, how machines were handed out and timed, merges, the work's
+sittings), as the first 16 hex digits of their SHA-256: the check holds the list without the
+tree holding the words."""
+
+
+def outside_words(text: str) -> list[tuple[int, str]]:
+    """(line, phrase) of every word or pair of adjacent words of `text` (lower-cased; ".." is a
+    word, so a path's parts are words) whose digest is in OUTSIDE."""
+    found = []
+    for number, line in enumerate(text.lower().splitlines(), start=1):
+        words = WORD.findall(line)
+        for phrase in [*words, *(f"{a} {b}" for a, b in itertools.pairwise(words))]:
+            if hashlib.sha256(phrase.encode()).hexdigest()[:16] in OUTSIDE:
+                found.append((number, phrase))
+    return found
+
+
+def test_no_file_speaks_of_anything_but_the_project():
+    """Docs, code, scripts, profiles and tests speak of the project, its runs and the device a
+    figure was measured on; the raw logs and records kept as evidence are left as printed."""
+    found = []
+    for path in _tracked("*"):
+        if path.suffix in (".png", ".gif", ".gz") or (path.is_relative_to(EVIDENCE / "data") and path.suffix not in (".md", ".sh")):
+            continue
+        try:
+            text = path.read_text()
+        except UnicodeDecodeError:
+            continue
+        found += [f"{path.relative_to(ROOT)}:{line}: {phrase!r}" for line, phrase in outside_words(text)]
+    assert not found, "words of the machines the work ran on, not of the project:\n" + "\n".join(found)
+
+
+def test_the_outside_words_check_can_fail():
+    """Two phrases the list holds, assembled here so that this file does not hold them, are found
+    on their lines; the project's own words pass."""
+    text = "a run of the trainer\nsee " + "../" + "sha" + "red/gpu/" + "QUE" + "UE.md" + "\nin " + "this ses" + "sion"
+    path, queue, sitting = ".. " + "sha" + "red", "que" + "ue.md", "this " + "ses" + "sion"
+    assert sorted(outside_words(text)) == [(2, path), (2, queue), (3, sitting)]
+    assert outside_words("one GPU, one device, a run's session of training on a slot machine") == []

@@ -12,7 +12,7 @@ import pytest
 
 import train
 from mjx_pbac import algos, cli, commands
-from mjx_pbac.commands import _common, training
+from mjx_pbac.commands import _common
 from mjx_pbac.config import RunConfig, TrainConfig, load_profile
 
 
@@ -153,7 +153,7 @@ def test_extra_tasks_take_their_profiles_knobs_unless_the_command_line_sets_them
     run's own 1.0)."""
     def tasks_config(*options):
         argv = ["--tasks", "ant_very_delayed", *options]
-        return training._with_task_profiles(cli.configure(load_profile("ant"), argv, "p"), argv, "p")
+        return _common.with_task_profiles(cli.configure(load_profile("ant"), argv, "p"), argv, "p", profile="ant")
 
     assert tasks_config().train.task_overrides == ("ant_very_delayed:prior_variance=5.0",)
     assert "per-task settings from the tasks' profiles: ant_very_delayed:prior_variance=5.0" in capsys.readouterr().err

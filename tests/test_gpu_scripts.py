@@ -42,7 +42,7 @@ def _what_comes_back(out: Path) -> list[Path]:
 @pytest.mark.heavy
 def test_fast_script_dry_run_trains_reports_and_bundles(tmp_path):
     out = tmp_path / "out"
-    done = _dry_run("fast.sh", out, COMMIT="0123abc", SCORES="cartpole_swingup_sparse=700")
+    done = _dry_run("fast.sh", out, COMMIT="0123abc", SCORES="cartpole_swingup_sparse=700", ALONE="1")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     device = (out / "device.txt").read_text()
     # The commit given wins over the checkout's: a copy's .git can be stale.

@@ -13,7 +13,7 @@ import numpy as np
 import optax
 import pytest
 
-from mjx_pbac import algos, normalization
+from mjx_pbac import algos, cli, normalization
 from mjx_pbac.algos import base, pbac
 from mjx_pbac.config import RunConfig, TrainConfig, expand_members
 from mjx_pbac.loop import make_trainer, member_inputs
@@ -262,7 +262,7 @@ def test_each_gpu_profile_is_its_cpu_recipe_per_seed(gpu, recipe):
     paper = _common.load(fast.train.env, None)
     assert fast.train.env == gpu.removesuffix("_fast")
     assert fast.train.num_seeds == 10
-    own = {"env", "num_seeds"}
+    own = {"env", "num_seeds", "tasks", "task_overrides"}  # the robot's other tasks: the next test
     assert {k: v for k, v in dataclasses.asdict(fast.train).items() if k not in own} == {
         k: v for k, v in dataclasses.asdict(cpu.train).items() if k not in own
     }, (gpu, recipe)
@@ -270,3 +270,53 @@ def test_each_gpu_profile_is_its_cpu_recipe_per_seed(gpu, recipe):
         got, want, task = (dataclasses.asdict(getattr(c, algo)) for c in (fast, cpu, paper))
         assert {k: v for k, v in got.items() if k not in PER_TASK} == {k: v for k, v in want.items() if k not in PER_TASK}, (gpu, algo)
         assert {k: got[k] for k in PER_TASK if k in got} == {k: task[k] for k in PER_TASK if k in task}, (gpu, algo)
+
+
+# The GPU profiles that train their robot's other tasks as members of the same program, and those tasks.
+GPU_TASKS = {"ant_delayed_fast": ("ant", "ant_very_delayed"), "hopper_delayed_fast": ("hopper_very_delayed",)}
+
+
+@pytest.mark.parametrize("algo", ["pbac", "bootdqn_p"])
+def test_a_gpu_profile_trains_its_robots_other_tasks_each_with_its_own_profiles_values(algo, capsys):
+    """A GPU has width to spare: a robot's delayed `_fast` profile trains each other task of the
+    robot whose own `_fast` profile can share its program (the same sizes and budget) as members
+    of it, and each such task takes the per-task values of that profile (not of the paper's
+    profile of the task, whose sizes differ). The other `_fast` profiles train their task alone;
+    hopper_fast (another budget and LayerNorm) is no member of hopper_delayed_fast."""
+    from mjx_pbac.commands import _common
+    from mjx_pbac.config import merge_task_configs, profile_names
+
+    fast = [name for name in profile_names() if name.endswith("_fast")]
+    for name in fast:
+        config = _common.load(name, None)
+        shared = []
+        for other in fast:
+            task = _common.load(other, None).train.env
+            if other == name or task.split("_")[0] != config.train.env.split("_")[0]:
+                continue
+            candidate = dataclasses.replace(config, train=dataclasses.replace(config.train, tasks=(task,), task_overrides=()))
+            own = _common.load(other, None)
+            try:
+                merge_task_configs(candidate, {task: dataclasses.replace(own, train=dataclasses.replace(own.train, env=candidate.train.env, tasks=(task,)))})
+            except ValueError:
+                continue
+            shared.append(task)
+        if name in GPU_TASKS:
+            assert config.train.tasks == GPU_TASKS[name] and sorted(shared) == sorted(GPU_TASKS[name]), (name, shared)
+        else:  # a task that is a member of its robot's delayed profile also has a profile of its own, alone
+            assert config.train.tasks == () and not (shared and f"{config.train.env.split('_')[0]}_delayed_fast" not in GPU_TASKS), name
+    assert "hopper" not in GPU_TASKS["hopper_delayed_fast"]
+
+    for name, tasks in GPU_TASKS.items():
+        options = ["--algo", algo, "--seeds", "2"]
+        config = _common.with_task_profiles(cli.configure(_common.load(name, None), options, "p"), options, "p", profile=name)
+        assert config.train.task_names == (name.removesuffix("_fast"), *tasks) and config.train.num_seeds == 2
+        section = dataclasses.asdict(config.algorithm_config)
+        expected = []
+        for task in tasks:
+            own = dataclasses.asdict(_common.load(f"{task}_fast", None).algorithm_config if algo == "pbac" else getattr(_common.load(f"{task}_fast", None), algo))
+            expected += [f"{task}:{k}={own[k]}" for k in PER_TASK if k in own and own[k] != section[k]]
+        assert sorted(config.train.task_overrides) == sorted(expected), (name, algo)
+    ant = _common.with_task_profiles(cli.configure(_common.load("ant_delayed_fast", None), [], "p"), [], "p", profile="ant_delayed_fast")
+    assert "ant_very_delayed:prior_variance=5.0" in ant.train.task_overrides  # Table 5: sigma0^2 = 5 on ant very delayed
+    assert "per-task settings from the tasks' profiles" in capsys.readouterr().err

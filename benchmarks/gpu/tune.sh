@@ -93,8 +93,10 @@ WORK=${WORK:-$(mktemp -d /tmp/tune.XXXXXX)}
 # three candidates writing their 2.6 GB stop checkpoints at once outran `timeout`'s 20 s and were
 # killed before the evaluations they had kept for after it, and sharing the GPU slowed every chunk
 # past the 10 s target, so each candidate compiled split chunks while it trained (n256: at least
-# 95 s of its 531; docs/evidence/h200-20261129.md). A candidate's own options come after these.
-TUNE_RUN=(--train.eval-batch 1 --train.stop-grace-seconds 0 --train.chunk-seconds 0)
+# 95 s of its 531; docs/evidence/h200-20261129.md). Each trains the profile's task alone (the
+# robot's other tasks, members of ant_delayed_fast's program, are fast.sh's). A candidate's own
+# options come after these.
+TUNE_RUN=(--train.eval-batch 1 --train.stop-grace-seconds 0 --train.chunk-seconds 0 --train.tasks)
 TINY=()
 if [ "${DRY_RUN:-0}" = 1 ]; then
   # The same commands at tiny sizes, after each candidate's options (which are parsed all the same),

@@ -48,6 +48,52 @@ def load(name: str | None, path: str | None = None) -> RunConfig:
         raise SystemExit(f"error: {error}") from None
 
 
+def task_profile(task: str, profile: str | None, env: str) -> str | None:
+    """The profile an extra task (`--tasks`) of a run of `profile` on `env` takes its per-task
+    values from: `profile` with the task in place of its env where that profile exists (a run of
+    ant_delayed_fast: ant_fast; of ant_delayed: ant), else the profile named as the task; None
+    when there is neither."""
+    from mjx_pbac.config import profile_names
+
+    names = profile_names()
+    if profile is not None and profile.startswith(env) and f"{task}{profile[len(env):]}" in names:
+        return f"{task}{profile[len(env):]}"
+    return task if task in names else None
+
+
+def with_task_profiles(config: RunConfig, rest: list[str], prog: str, profile: str | None = None) -> RunConfig:
+    """`config` (a run of `profile`) whose extra tasks (`--tasks`, or the profile's `tasks`) take
+    the sweepable knobs of their own profiles (`task_profile`, with the same command-line options),
+    e.g. ant_very_delayed's prior variance 5.0; prints what it set. Tasks without a profile keep
+    the run's values; a task profile that differs in what the members of one program share (sizes,
+    budgets) is refused."""
+    from mjx_pbac import build
+    from mjx_pbac.config import merge_task_configs
+
+    tasks = {task: task_profile(task, profile, config.train.env) for task in config.train.tasks}
+    tasks = {task: name for task, name in tasks.items() if name is not None}
+    if not tasks:
+        return config
+    try:  # the tasks must share one robot before their profiles are compared
+        build.make_env(config.train)
+    except (ValueError, TypeError, RuntimeError) as error:
+        raise SystemExit(f"error: {error}") from None
+    # What is trained (env, tasks and per-task values) stays this run's; the options apply alike.
+    trained = {name: getattr(config.train, name) for name in ("env", "tasks", "task_overrides")}
+    task_configs = {}
+    for task, name in tasks.items():
+        other = load(name)
+        task_configs[task] = cli.configure(dataclasses.replace(other, train=dataclasses.replace(other.train, **trained)), rest, prog)
+    try:
+        merged = merge_task_configs(config, task_configs)
+    except ValueError as error:
+        raise SystemExit(f"error: {error}") from None
+    added = merged.train.task_overrides[len(config.train.task_overrides):]
+    if added:
+        print("per-task settings from the tasks' profiles: " + " ".join(added), file=sys.stderr)
+    return merged
+
+
 def use_platform(platform: str, option: str = "--train.platform") -> None:
     """Puts the process on the platform asked for (`--train.platform`) before anything touches a
     device, and prints the device it computes on as the command's first line (a one-line error

@@ -68,10 +68,12 @@ def main(argv: list[str]) -> None:
     configs = {}
     for task in task_names:  # task by task: a finished task is a whole row of the table
         for algo in algo_names:
-            config = cli.configure(_common.load(task), [*rest, "--seeds", str(seeds), "--algo", algo], prog=f"{cli.program()} table (profile {task})")
+            options, prog = [*rest, "--seeds", str(seeds), "--algo", algo], f"{cli.program()} table (profile {task})"
+            config = cli.configure(_common.load(task), options, prog)
             if not configs:
                 _common.use_platform(config.train.platform)
                 _common.one_process("table")
+            config = _common.with_task_profiles(config, options, prog, profile=task)
             _common.check_env(config)
             configs[(algo, task)] = config
     programs = plan(configs, group_tasks=args.group_tasks)

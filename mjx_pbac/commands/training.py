@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import inspect
 import sys
 from pathlib import Path
@@ -64,7 +63,7 @@ def main(argv: list[str]) -> None:
     else:
         name, prog = chosen.profile, f"{program} --profile {chosen.profile}"
     config = cli.configure(_common.load(chosen.profile, chosen.profile_file), rest, prog)
-    config = _with_task_profiles(config, rest, prog=f"{program} --profile {name}")
+    config = _common.with_task_profiles(config, rest, prog=f"{program} --profile {name}", profile=chosen.profile)
     _common.use_platform(config.train.platform)
     _common.check_env(config)
     print(f"run finished: {runner.train(config, profile=name)}")
@@ -93,33 +92,3 @@ def _saved_platform(run_dir: str) -> str:
         return rundir.read_run_record(Path(run_dir))["config"]["train"].get("platform", "auto")
     except (rundir.RunError, KeyError, TypeError, AttributeError):
         return "auto"
-
-
-def _with_task_profiles(config: RunConfig, rest: list[str], prog: str) -> RunConfig:
-    """`config` whose extra tasks (`--tasks`) take the sweepable knobs of their own profiles
-    (with the same command-line options), e.g. ant_very_delayed's prior variance 5.0; prints
-    what it set. Tasks without a profile keep the run's values."""
-    from mjx_pbac import build
-    from mjx_pbac.config import merge_task_configs, profile_names
-
-    tasks = [task for task in config.train.tasks if task in profile_names()]
-    if not tasks:
-        return config
-    try:  # the tasks must share one robot before their profiles are compared
-        build.make_env(config.train)
-    except (ValueError, TypeError, RuntimeError) as error:
-        raise SystemExit(f"error: {error}") from None
-    # What is trained (env, tasks and per-task values) stays this run's; the options apply alike.
-    trained = {name: getattr(config.train, name) for name in ("env", "tasks", "task_overrides")}
-    task_configs = {}
-    for task in tasks:
-        profile = _common.load(task)
-        task_configs[task] = cli.configure(dataclasses.replace(profile, train=dataclasses.replace(profile.train, **trained)), rest, prog)
-    try:
-        merged = merge_task_configs(config, task_configs)
-    except ValueError as error:
-        raise SystemExit(f"error: {error}") from None
-    added = merged.train.task_overrides[len(config.train.task_overrides):]
-    if added:
-        print("per-task settings from the tasks' profiles: " + " ".join(added), file=sys.stderr)
-    return merged

@@ -29,14 +29,17 @@ def make_env(train: TrainConfig) -> tuple[Any, list[Any]]:
     return envs.make_family(train.task_names, **parse_overrides(train.env_overrides))
 
 
-def assemble(config: RunConfig, member_configs: list[Any], donate: bool = True, mesh: Any = None, fuse_warmup: bool | None = None) -> Parts:
+def assemble(
+    config: RunConfig, member_configs: list[Any], donate: bool = True, mesh: Any = None, fuse_warmup: bool | None = None,
+    any_length: bool | None = None,
+) -> Parts:
     """Env, algorithm over `member_configs` and jitted trainer of `config`; raises
     ValueError/TypeError for a bad env name, override or algorithm option. `mesh`, `donate` and
     `fuse_warmup` as `loop.make_trainer`'s."""
     train = config.train
     env, params = make_env(train)
     algorithm = algos.make(config.algo, member_configs, env.observation_size, env.action_size)
-    trainer = make_trainer(train, env, algorithm, donate=donate, mesh=mesh, fuse_warmup=fuse_warmup)
+    trainer = make_trainer(train, env, algorithm, donate=donate, mesh=mesh, fuse_warmup=fuse_warmup, any_length=any_length)
     return Parts(env, list(params), algorithm, trainer)
 
 
@@ -59,12 +62,12 @@ class Built(NamedTuple):
         return self.trainer.init(*self.layout.put(member_inputs(pairs, tasks)))
 
 
-def build(config: RunConfig, donate: bool = True, fuse_warmup: bool | None = None) -> Built:
+def build(config: RunConfig, donate: bool = True, fuse_warmup: bool | None = None, any_length: bool | None = None) -> Built:
     """Every member of `config` (`config.expand_members`), laid out over its devices, and the
     parts assembled for them (`assemble`); raises ValueError/TypeError for a bad env name,
     override, task, sweep or device count. `fuse_warmup` None: a warm-up of one chunk runs in
     the training program."""
     members = expand_members(config)
     layout = devices.layout(len(members), config.train.devices)
-    parts = assemble(config, [m.config for m in members], donate=donate, mesh=layout.mesh, fuse_warmup=fuse_warmup)
+    parts = assemble(config, [m.config for m in members], donate=donate, mesh=layout.mesh, fuse_warmup=fuse_warmup, any_length=any_length)
     return Built(parts.env, parts.algorithm, parts.trainer, members, dict(zip(config.train.task_names, parts.task_params)), layout)

@@ -95,14 +95,15 @@ class TrainConfig:
     """Env steps per jitted chunk, at most: warm-up, evaluations and checkpoints fall on its
     boundaries. Rounded up to a whole number of vector steps; the step counts below are rounded
     up to whole chunks (the run prints any such rounding and records it in config.json). A chunk
-    that would outlast `chunk_seconds` runs as several shorter ones (`Schedule.lengths`)."""
+    that would outlast `chunk_seconds` runs as several shorter ones (`mjx_pbac.pacing`)."""
     chunk_seconds: float = 10.0
     """Target wall time of one jitted chunk, in seconds; 0 runs every chunk whole. Metrics, the
-    progress bar and stop signals act once per chunk, so after the first chunk of each program is
-    timed, a chunk expected to take longer runs as several shorter ones: the longest length that
-    divides it, of at least 2 iterations, expected to end within the target (one more compile,
-    kept). The training state is bit-identical however a chunk is split; the metrics' rows follow
-    the split. Changeable on resume."""
+    progress bar and stop signals act once per chunk, so each program's first chunk is a probe of
+    one vector step that measures its pace, and every chunk after it runs as many vector steps as
+    are expected to end within the target, at least one (`mjx_pbac.pacing`; on a GPU the first
+    chunk is whole, and only a chunk expected to outlast the target is split). No length costs a
+    compile; the training state is bit-identical however a chunk is split, and the metrics' rows
+    follow the split. Changeable on resume."""
     stop_grace_seconds: float = 20.0
     """Seconds a run may take to stop after the first SIGTERM / SIGINT (a cluster's KillWait:
     SLURM's and Kubernetes' default is 30 s). A run whose current chunk (and the checkpoint after

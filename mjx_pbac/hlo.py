@@ -11,7 +11,8 @@ branches (`conditional`, the same wait), and the number of kernels launched one 
 - `conditionals`: `conditional` instructions (`lax.cond`, `lax.switch` with an unbatched
   predicate);
 - `executed_ops`: instructions executed per call, each loop body counted as often as its known
-  trip count says (a data-dependent loop's body once, so this is then a lower bound), a fusion
+  trip count says (a data-dependent loop's body `data_trips` times, by default once, so this is
+  then a lower bound), a fusion
   counted as one, bookkeeping that launches nothing (parameters, constants, tuples,
   get-tuple-element, bitcasts) not counted. On a GPU each counted instruction is about one
   kernel launch, so this approximates the launches of one call;
@@ -52,8 +53,10 @@ def _attribute(line: str, name: str) -> str | None:
     return match.group(1) if match else None
 
 
-def program_stats(compiled: Any) -> dict[str, int]:
-    """Loops, branches and executed-op count of a compiled program; see the module docstring."""
+def program_stats(compiled: Any, data_trips: int = 1) -> dict[str, int]:
+    """Loops, branches and executed-op count of a compiled program; see the module docstring.
+    `data_trips`: the trips a data-dependent loop is counted for (a chunk program whose length
+    is an argument: the length it is called with)."""
     text = compiled.as_text() if hasattr(compiled, "as_text") else str(compiled)
     computations, entry = _computations(text)
     totals = {"loops": 0, "data_dependent_loops": 0, "conditionals": 0}
@@ -74,7 +77,7 @@ def program_stats(compiled: Any) -> dict[str, int]:
                 totals["loops"] += 1
                 if trips is None:
                     totals["data_dependent_loops"] += 1
-                count = int(trips.group(1)) if trips else 1
+                count = int(trips.group(1)) if trips else data_trips
                 ops += count * (executed(body) + executed(condition)) + 1
             elif opcode == "conditional":
                 totals["conditionals"] += 1

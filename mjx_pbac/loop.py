@@ -1,15 +1,19 @@
-"""The shared training loop: env stepping, replay and gradient steps inside jitted `lax.scan` chunks.
+"""The shared training loop: env stepping, replay and gradient steps inside jitted chunks.
 
 One iteration = one vector env step of N instances (uniform random actions during warm-up, the
 algorithm's `act` after it), N transitions into the ring buffer, then `updates_per_step` gradient
-steps on uniform minibatches. A chunk is `Schedule.iterations_per_chunk` iterations under one `lax.scan`;
+steps on uniform minibatches. A chunk is up to `Schedule.iterations_per_chunk` iterations under
+one loop whose trip count is the program's argument (one program per kind for every length);
 nothing inside it returns to the host, all shapes are fixed, and the training state's buffers
 are donated from one chunk to the next. The host (`mjx_pbac.runner`) logs, evaluates and
 checkpoints between chunks.
 
-Warm-up and training are two programs (`Trainer.warmup_chunk`, `Trainer.train_chunk`), chosen
-by the host per chunk: nothing in a chunk branches on data (on a GPU every `lax.cond` is a
-device-to-host round trip), and warm-up steps run no gradient step at all. Matrix products are
+Warm-up and training chunks (`Trainer.warmup_chunk`, `Trainer.train_chunk`) are chosen by the
+host per chunk, and warm-up steps run no gradient step at all. On a GPU they are two programs
+of the schedule's fixed trip count, and nothing in a chunk branches on data (every `lax.cond`,
+and every loop whose trip count is data, is a device-to-host round trip per trip there); on a
+CPU, where neither costs a round trip, they are one program whose trip count and learning flag
+are arguments (`make_trainer`'s `any_length`), so a run compiles one chunk program. Matrix products are
 traced at `TrainConfig.matmul_precision` (float32 by default: the authors' PyTorch and the
 physics' accuracy; see docs/performance.md "The paper's sequential setting: latency").
 
@@ -53,7 +57,7 @@ import jax.numpy as jp
 import numpy as np
 from brax.envs.base import Env, State
 from flax import struct
-from jax.sharding import Mesh, PartitionSpec
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from envs.wrappers import wrap_for_training
 from mjx_pbac import normalization, replay
@@ -91,6 +95,27 @@ class TrainState:
     """Gradient steps taken so far (int32)."""
 
 
+class Chunk:
+    """A chunk program with its arguments bound: `chunk(state) -> (state, metrics)`, and
+    `chunk.lower(state)` as a jitted function's. `name` names the compiled program: on a CPU
+    "chunk", the one program of every chunk, warm-up or training, of any length (`make_trainer`'s
+    `any_length`), whose length and learning flag are arguments put on the device once, so a call
+    transfers nothing; elsewhere "train" or "warmup" for the whole chunk's fixed trip count and
+    "train/any" or "warmup/any" for a shorter one."""
+
+    def __init__(self, program: Callable, length: int, name: str, arguments: tuple = ()):
+        self.program, self.length, self.name, self.arguments = program, length, name, arguments
+
+    def __call__(self, state: TrainState) -> tuple[TrainState, dict]:
+        return self.program(state, *self.arguments)
+
+    def lower(self, state: TrainState):
+        return self.program.lower(state, *self.arguments)
+
+    def _cache_size(self) -> int:
+        return self.program._cache_size()
+
+
 class Trainer(NamedTuple):
     """Jitted pieces of a run over M members; see the module docstring. Every state and result
     carries the member axis first."""
@@ -125,12 +150,15 @@ class Trainer(NamedTuple):
     """record(policy) -> `evaluate`'s episodes of a `Policy` (leaves [M, ...]) with what each
     step shows: {"returns": [M, E], "lengths": [M, E], "frames": the env's `render_fields`, leaves
     [M, T + 1, E, ...] from the reset on} (mjx_pbac/video.py; an MJX env only). Compiled when called."""
-    chunk_program: Callable[[str, int], Callable[[TrainState], tuple[TrainState, dict]]] | None = None
-    """chunk_program("warmup" | "train", iterations) -> the jitted chunk of that many iterations
-    (made once per length and kept): the runner runs a chunk of the schedule as several shorter
-    ones when it would outlast `TrainConfig.chunk_seconds` (`Schedule.lengths`). The state after
-    any such split is bit-identical to the whole chunk's; only the metrics' grain differs.
+    chunk_program: Callable[[str, int], Chunk] | None = None
+    """chunk_program("warmup" | "train", iterations) -> the chunk of that many iterations (1 up
+    to the schedule's): the runner runs a chunk of the schedule as several shorter ones when it
+    would outlast `TrainConfig.chunk_seconds`, and measures a program's pace on a short first
+    one (`mjx_pbac.pacing`). Every length of a kind is one compiled program, so the state after
+    any split is bit-identical to the whole chunk's; only the metrics' grain differs.
     `chunk_program(kind, schedule.iterations_per_chunk)` is `warmup_chunk` / `train_chunk`."""
+    any_length: bool = False
+    """Whether whole chunks run the any-length program too (`make_trainer`'s `any_length`)."""
 
 
 VISIT_PREFIX = "visit/"
@@ -157,6 +185,7 @@ def make_trainer(
     mesh: Mesh | None = None,
     unroll_updates: bool | None = None,
     fuse_warmup: bool | None = None,
+    any_length: bool | None = None,
 ) -> Trainer:
     """The jitted init / chunk / evaluate functions of a run of `algorithm` on `env`; with a
     `mesh` (`mjx_pbac.devices.layout`), each program runs under `jax.shard_map` over its member
@@ -170,8 +199,20 @@ def make_trainer(
     and discarded; `warmup_chunk` is then `train_chunk`), sparing the warm-up program's compile;
     None fuses a warm-up of one chunk (every `_fast` recipe's), where the discarded arithmetic is
     one chunk's, and keeps a longer one (the paper's 10 chunks) in its own program. The state
-    after the warm-up is the same either way."""
+    after the warm-up is the same either way.
+
+    `any_length`: every chunk, warm-up or training, whole or shorter, runs one program whose
+    loop takes its trip count and a learning flag as arguments, the warm-up's gradient steps
+    skipped by a branch on that flag (True); or whole chunks run programs of the whole chunk's
+    fixed trip count, warm-up and training apart (or fused as above), and only shorter ones an
+    any-length program of their kind, compiled at its first use (False). On a GPU, a loop whose
+    trip count XLA cannot see and a branch read their condition on the host at every trip, a
+    few microseconds that matter only for a fast chunk, which runs whole; on a CPU the host runs
+    the loop anyway. None: True on a CPU, False elsewhere."""
     schedule = Schedule.of(train)
+    if any_length is None:
+        platform = (jax.devices()[0] if mesh is None else mesh.devices.flat[0]).platform
+        any_length = platform == "cpu"
     num_envs, updates = train.num_envs, train.updates_per_step
     unrolled = num_envs == 1 if unroll_updates is None else unroll_updates
     fused_warmup = schedule.warmup_chunks == 1 if fuse_warmup is None else fuse_warmup and schedule.warmup_chunks > 0
@@ -271,32 +312,66 @@ def make_trainer(
         state = state.replace(agent=agent, key=key, updates=state.updates + updates)
         return state, jax.tree.map(jp.mean, metrics)
 
-    def chunk_metrics(episodes: dict, update_metrics: dict, visits: dict) -> dict:
-        metrics = {name: jp.sum(value) for name, value in episodes.items()}
-        if "goal_steps" in episodes:  # [iterations]
-            hit = episodes["goal_steps"] > 0
-            metrics["goal_first_iteration"] = jp.where(jp.any(hit), jp.argmax(hit), -1).astype(jp.int32)
-        metrics.update({name: jp.mean(value) for name, value in update_metrics.items()})
-        metrics.update(visits)  # [iterations] each
-        return metrics
+    whole = schedule.iterations_per_chunk
 
-    def warmup_chunk(state: TrainState, length: int = schedule.iterations_per_chunk) -> tuple[TrainState, dict]:
-        def iteration(state, _):
+    def run_iterations(state: TrainState, length: jax.Array | int, iteration: Callable) -> tuple[TrainState, dict]:
+        """`length` (1..whole: traced, or the whole chunk's as a fixed trip count) calls of
+        `iteration` (state -> (state, episodes, update metrics, visit)) under one loop, whose body
+        is the same computation for every length, so the whole chunk run in pieces leaves the
+        same state. The chunk's
+        metrics accumulate in the loop: the episodes' sums, the update metrics' means over the
+        iterations, the first iteration in the goal, and the visits in rows of `whole` (the first
+        `length` written)."""
+        _, episodes, update_metrics, visit = jax.eval_shape(iteration, state)
+        zeros = lambda tree: jax.tree.map(lambda s: jp.zeros(s.shape, s.dtype), tree)  # noqa: E731
+        visits = jax.tree.map(lambda s: jp.zeros((whole, *s.shape), s.dtype), visit)
+        first = jp.full((), -1, jp.int32)
+
+        def body(i, carry):
+            state, sums, update_sums, visits, first = carry
+            state, episodes, update_metrics, visit = iteration(state)
+            if "goal_steps" in episodes:
+                first = jp.where((first < 0) & (episodes["goal_steps"] > 0), i, first)
+            sums = jax.tree.map(jp.add, sums, episodes)
+            update_sums = jax.tree.map(jp.add, update_sums, update_metrics)
+            visits = jax.tree.map(lambda rows, value: rows.at[i].set(value), visits, visit)
+            return state, sums, update_sums, visits, first
+
+        carry = (state, zeros(episodes), zeros(update_metrics), visits, first)
+        state, sums, update_sums, visits, first = jax.lax.fori_loop(0, length, body, carry)
+        metrics = dict(sums)
+        if "goal_steps" in sums:
+            metrics["goal_first_iteration"] = first
+        metrics.update({name: total / jp.asarray(length, total.dtype) for name, total in update_sums.items()})
+        metrics.update(visits)  # [whole] each, the first `length` written
+        return state, metrics
+
+    def warmup_chunk(state: TrainState, length: jax.Array | int) -> tuple[TrainState, dict]:
+        def iteration(state):
             state, episodes, visit = env_step(state, learned=False)
-            return state, (episodes, visit)
+            return state, episodes, {}, visit
 
-        state, (episodes, visits) = jax.lax.scan(iteration, state, None, length=length)
-        return state, chunk_metrics(episodes, {}, visits)
+        return run_iterations(state, length, iteration)
 
-    def train_chunk(state: TrainState, length: int = schedule.iterations_per_chunk) -> tuple[TrainState, dict]:
-        def iteration(state, _):
+    def train_chunk(state: TrainState, length: jax.Array | int, learn: jax.Array | bool = True) -> tuple[TrainState, dict]:
+        """`length` training iterations; with a traced `learn` (the any-length program, which
+        runs warm-up chunks too), False makes them warm-up iterations: uniform actions, and the
+        gradient steps skipped by a branch on that one flag, the same for every member."""
+
+        def skipped(state):
+            _, metrics = jax.eval_shape(gradient_steps, state)
+            return state, jax.tree.map(lambda s: jp.zeros(s.shape, s.dtype), metrics)
+
+        def iteration(state):
             # With a fused warm-up, the warm-up's iterations take uniform actions and keep their
             # gradient steps' results out of the state (selects, not branches): the same state
             # as the warm-up program's, with the gradient steps' arithmetic spent for nothing.
-            learned = state.env_steps >= warmup_env_steps if fused_warmup else True
+            learned = state.env_steps >= warmup_env_steps if fused_warmup and learn is True else learn
             state, episodes, visit = env_step(state, learned=learned)
             update_metrics = {}
-            if updates > 0:
+            if updates > 0 and learn is not True:
+                state, update_metrics = jax.lax.cond(learn, gradient_steps, skipped, state)
+            elif updates > 0:
                 trained, update_metrics = gradient_steps(state)
                 if fused_warmup:
                     kept = (state.agent, state.key, state.updates)
@@ -305,10 +380,9 @@ def make_trainer(
                     )
                     trained = trained.replace(agent=agent, key=key, updates=counted)
                 state = trained
-            return state, (episodes, update_metrics, visit)
+            return state, episodes, update_metrics, visit
 
-        state, (episodes, update_metrics, visits) = jax.lax.scan(iteration, state, None, length=length)
-        metrics = chunk_metrics(episodes, update_metrics, visits)
+        state, metrics = run_iterations(state, length, iteration)
         # Disagreement at the chunk's end, on stored states; its keys fold off the member's key
         # without advancing it, so training draws the same numbers with or without it.
         sample_key, pair_key = jax.random.split(jax.random.fold_in(state.key, 0x5D))
@@ -320,8 +394,8 @@ def make_trainer(
         def iteration(state, _):
             return gradient_steps(state) if updates > 0 else (state, {})
 
-        state, update_metrics = jax.lax.scan(iteration, state, None, length=schedule.iterations_per_chunk)
-        return state, chunk_metrics({}, update_metrics, {})
+        state, update_metrics = jax.lax.scan(iteration, state, None, length=whole)
+        return state, {name: jp.mean(value) for name, value in update_metrics.items()}
 
     def evaluate(state: TrainState) -> dict:
         return evaluate_policy(policy_of(state))
@@ -374,24 +448,44 @@ def make_trainer(
         fn = with_matmul_precision(fn, train.matmul_precision)
         return jax.jit(fn, donate_argnums=(0,) if donated and donate else ())
 
-    programs: dict[tuple[str, int], Callable] = {}
+    def on_devices(value: np.ndarray) -> jax.Array:
+        """`value` put where the programs run, replicated over the mesh (each process its own
+        devices' copies), so that passing it transfers nothing."""
+        if mesh is None:
+            return jax.device_put(value)
+        return jax.make_array_from_callback(value.shape, NamedSharding(mesh, PartitionSpec()), lambda index: value[index])
 
-    def chunk_program(kind: str, length: int) -> Callable:
+    programs: dict[str, Callable] = {}
+    chunks: dict[tuple[str, int], Chunk] = {}
+
+    def chunk_program(kind: str, length: int) -> Chunk:
         if kind not in ("warmup", "train"):
             raise ValueError(f"chunk kind must be warmup or train, got {kind!r}")
-        if not 1 <= length <= schedule.iterations_per_chunk:
-            raise ValueError(f"a chunk holds 1..{schedule.iterations_per_chunk} iterations, got {length}")
-        if fused_warmup:
-            kind = "train"
-        if (kind, length) not in programs:
-            body = warmup_chunk if kind == "warmup" else train_chunk
-            programs[kind, length] = jitted(functools.partial(body, length=length), (0,), donated=True)
-        return programs[kind, length]
+        if not 1 <= length <= whole:
+            raise ValueError(f"a chunk holds 1..{whole} iterations, got {length}")
+        if (kind, length) in chunks:
+            return chunks[kind, length]
+        if any_length:  # one program: warm-up is the training chunk with its learning switched off
+            name, arguments = "chunk", (on_devices(np.int32(length)), on_devices(np.bool_(kind == "train")))
+            if name not in programs:
+                programs[name] = jitted(train_chunk, (0, None, None), donated=True)
+        else:
+            fixed = length == whole
+            kind = "train" if fused_warmup else kind
+            name = kind if fixed else f"{kind}/any"
+            arguments = () if fixed else (on_devices(np.int32(length)),)
+            if name not in programs:
+                body = warmup_chunk if kind == "warmup" else train_chunk
+                programs[name] = (
+                    jitted(functools.partial(body, length=whole), (0,), donated=True) if fixed else jitted(body, (0, None), donated=True)
+                )
+        chunks[kind, length] = Chunk(programs[name], length, name, arguments)
+        return chunks[kind, length]
 
     return Trainer(
         init=jitted(init, (0, 0, 0), donated=False),
-        warmup_chunk=chunk_program("warmup", schedule.iterations_per_chunk),
-        train_chunk=chunk_program("train", schedule.iterations_per_chunk),
+        warmup_chunk=chunk_program("warmup", whole),
+        train_chunk=chunk_program("train", whole),
         evaluate=jitted(evaluate, (0,), donated=False),
         update_chunk=jitted(update_chunk, (0,), donated=True),
         init_snapshots=jitted(init_snapshots, (0,), donated=False),
@@ -400,6 +494,7 @@ def make_trainer(
         record=jitted(record_policy, (0,), donated=False),
         schedule=schedule,
         chunk_program=chunk_program,
+        any_length=any_length,
     )
 
 

@@ -57,8 +57,9 @@ class ProfileSettings:
     """Also compile and time evaluation."""
     split_lengths: tuple[int, ...] = ()
     """Also time the training chunk run split into chunks of these many iterations (each a
-    divisor of the chunk, at least 2), as a run does under `TrainConfig.chunk_seconds`: the
-    throughput it costs and the seconds each extra chunk adds."""
+    divisor of the chunk, from 1), as a run does under `TrainConfig.chunk_seconds`: the
+    throughput it costs and the seconds each extra chunk adds (every length runs one program,
+    compiled once)."""
     compile_threads: int = 1
     """Programs compiled at once: 1 in turn (each compile timed alone), 0 as a run compiles them
     (`mjx_pbac.compiling`: at most half the machine's cores at once), N at most N at once."""
@@ -130,13 +131,25 @@ def _measure_one(config: RunConfig, settings: ProfileSettings, report: dict[str,
     if settings.evaluate and train.eval_batch > 1:
         snapshots = jax.block_until_ready(trainer.init_snapshots(state))
         wanted["evaluate_snapshots"] = (trainer.evaluate_snapshots, (snapshots,))
+    shared = "warmup_chunk" in wanted and getattr(trainer.warmup_chunk, "program", None) is getattr(trainer.train_chunk, "program", 0)
+    if shared:  # one program for both (a CPU's): compiled once, the warm-up its learning switched off
+        del wanted["warmup_chunk"]
     seconds, programs = compile_together(wanted, threads=settings.compile_threads or None)
+    if shared:
+        programs["warmup_chunk"] = programs["train_chunk"]
+        wanted = {name: (getattr(trainer, name), (state,)) for name in names} | wanted  # the order as asked
+    report["any_length"] = bool(getattr(trainer, "any_length", False))
     for name in wanted:
-        report["compile_s"][name.removesuffix("_chunk")] = seconds[name]
-        stats = program_stats(programs[name])
+        report["compile_s"][name.removesuffix("_chunk")] = 0.0 if shared and name == "warmup_chunk" else seconds[name]
+        function = wanted[name][0]
+        any_length = getattr(function, "arguments", ())  # its loop's trip count is an argument: count it as the measured chunk's
+        stats = program_stats(programs[name], data_trips=iterations if any_length else 1)
         if not name.startswith("evaluate"):
             stats["executed_ops_per_vector_step"] = stats["executed_ops"] / iterations
         report["programs"][name] = stats
+    for name, (function, _) in wanted.items():  # a chunk's compiled program, called as the chunk is
+        if hasattr(function, "arguments"):
+            programs[name] = _bound(programs[name], function.arguments)
     report["compile_wall_s"] = {
         "all": seconds["all"], "lower": seconds["lower"], "threads": settings.compile_threads, "at_once": seconds["threads"],
     }
@@ -193,24 +206,38 @@ def _measure_one(config: RunConfig, settings: ProfileSettings, report: dict[str,
     write()
 
 
+def split_choices(iterations: int) -> list[int]:
+    """The lengths a measured chunk of `iterations` splits into evenly: its divisors below it."""
+    return [n for n in range(1, iterations) if iterations % n == 0]
+
+
+def _bound(compiled, arguments: tuple):
+    """A compiled chunk program called as `chunk(state)`, with its bound length arguments."""
+    return lambda state: compiled(state, *arguments)
+
+
 def _measure_splits(trainer, whole, state, settings: ProfileSettings, steps_per_iteration: int, report, write):
     """Times a training chunk of the schedule run whole and split into `settings.split_lengths`
     (in turn, `timed_chunks` rounds, so drift hits all alike), each chunk followed by the host
     transfer of its metrics as in a run; records throughput relative to whole and the seconds each
     extra chunk run adds."""
     iterations = trainer.schedule.iterations_per_chunk
-    allowed = trainer.schedule.lengths()
-    bad = [n for n in settings.split_lengths if n not in allowed or n == iterations]
+    allowed = split_choices(iterations)
+    bad = [n for n in settings.split_lengths if n not in allowed]
     if bad:
         raise ValueError(
             f"split lengths {bad} do not split the measured chunk of {iterations} iterations; "
-            f"choose from {', '.join(map(str, allowed[:-1])) or 'none (it has no divisor from 2 up)'}"
+            f"choose from {', '.join(map(str, allowed)) or 'none (it has one iteration)'}"
         )
     variants = {iterations: whole}
+    compiled: dict[str, Any] = {}
     for length in settings.split_lengths:
-        tick = time.perf_counter()
-        variants[length] = trainer.chunk_program("train", length).lower(state).compile()
-        report["compile_s"][f"train/{length}"] = time.perf_counter() - tick
+        chunk = trainer.chunk_program("train", length)
+        if chunk.name not in compiled:  # one program for every length
+            tick = time.perf_counter()
+            compiled[chunk.name] = chunk.program.lower(state, *chunk.arguments).compile()
+            report["compile_s"][chunk.name] = time.perf_counter() - tick
+        variants[length] = _bound(compiled[chunk.name], chunk.arguments)
     seconds: dict[int, list[float]] = {length: [] for length in variants}
     for round_ in range(settings.timed_chunks + 1):  # round 0 untimed: the first run of each
         for length, program in variants.items():
@@ -356,7 +383,8 @@ def measure_seed_scaling(
             built = build(measured)
             state = jax.block_until_ready(built.init_state())
             tick = time.perf_counter()
-            chunk = built.trainer.train_chunk.lower(state).compile()
+            compiled = built.trainer.train_chunk.lower(state).compile()
+            chunk = _bound(compiled, built.trainer.train_chunk.arguments)
             compile_s = time.perf_counter() - tick
             state, _ = jax.block_until_ready(built.trainer.warmup_chunk(state))
             state, _ = jax.block_until_ready(chunk(state))
@@ -372,7 +400,7 @@ def measure_seed_scaling(
                 "chunk_seconds": seconds,
                 "vmapped_seconds_per_chunk": median,
                 "vmapped_env_steps_per_s": count * chunk_steps / median,
-                "program_bytes": _program_bytes(chunk),
+                "program_bytes": _program_bytes(compiled),
             }
             one = report["rows"][0] if report["rows"] else row
             same_seeds = next((r for r in report["rows"] if r["seeds"] == count and r["devices"] == 1), row)

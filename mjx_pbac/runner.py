@@ -195,7 +195,7 @@ class _Run:
         self.clocks = Clocks()
         self.progress: Progress | None = None
         self.logger: RunLogger | NullLogger = NullLogger()
-        self.pacing = Pacing(self.schedule, self.train.chunk_seconds)
+        self.pacing = Pacing(self.schedule, self.train.chunk_seconds, probe=self.trainer.any_length)
         self.stopping = Stopping(run_dir, self.train.stop_grace_seconds, self._say, self._newest_checkpoint, self._stopped_at_once)
         self.evaluations: Evaluations | None = None
         self.unsaved_s = 0.0
@@ -367,7 +367,8 @@ class _Run:
             state, iteration, seconds = self._chunk(state, iteration, kind, length, logger)
             stopping.env_steps = env_steps = iteration * schedule.num_envs
             requested, seconds = devices.agree(stop.requested, seconds)  # every process: same stop, same sizes
-            self.pacing.timed(kind, length, seconds)
+            if self.pacing.timed(kind, length, seconds):
+                self._projection(kind, iteration)
             self.unsaved_s += seconds
             last = iteration == total
             pending = self._evaluation_due(iteration) and requested is not None and not last
@@ -410,22 +411,22 @@ class _Run:
         self.stopping.doing("compiling the run's programs")
         programs.update(self.evaluations.programs(state))
         programs = {name: program for name, program in programs.items() if hasattr(program[0], "lower")}
-        fused = trainer.warmup_chunk is trainer.train_chunk  # the warm-up runs in the training program
-        if fused and "train_chunk" in programs:
-            programs.pop("warmup_chunk", None)
+        # Each compiled program once, by its name: the warm-up chunk may run the training program
+        # (a fused warm-up; on a CPU, the one chunk program with its learning switched off).
+        names = {key: getattr(program, "name", key.removesuffix("_chunk")) for key, (program, _) in programs.items()}
+        if "train_chunk" in programs and names.get("warmup_chunk") == names["train_chunk"]:
+            programs.pop("warmup_chunk")
         if not programs:
             return
         seconds, _ = compile_together(programs)
         devices.barrier("compiled")  # every process compiled before the first collective (`devices.barrier`)
         self.clocks.compile_s += time.perf_counter() - tick
-        self.clocks.compiles.update({name.removesuffix("_chunk"): seconds[name] for name in programs})
+        self.clocks.compiles.update({names[name]: seconds[name] for name in programs})
         self.clocks.compiles.update(tracing=seconds["lower"], ahead=seconds["all"])
         self._summary("running", "", self.clocks.wall_s)  # a run killed later still tells its compiles
-        self.precompiled.update(programs)
-        if fused and "train_chunk" in programs:
-            self.precompiled.add("warmup_chunk")
+        self.precompiled.update(names[name] for name in programs)
         self.stopping.doing("between chunks", 0.0)
-        each = ", ".join(f"{name.removesuffix('_chunk')} {seconds[name]:.1f} s" for name in programs)
+        each = ", ".join(f"{names[name]} {seconds[name]:.1f} s" for name in programs)
         how = "in turn" if seconds["threads"] == 1 else f"{seconds['threads']} at a time"
         self.progress.message(
             f"compiled the run's {len(programs)} programs {how} in {seconds['all']:.1f} s ({each}; tracing {seconds['lower']:.1f} s)"
@@ -443,8 +444,8 @@ class _Run:
         iterations done, seconds it ran)."""
         warmup = kind == "warmup"
         whole = length == self.schedule.iterations_per_chunk
-        name = f"{kind}_chunk" if whole else f"{kind}_chunk/{length}"
         function = getattr(self.trainer, f"{kind}_chunk") if whole else self.trainer.chunk_program(kind, length)
+        name = getattr(function, "name", f"{kind}_chunk")  # the compiled program it runs
         first_call = name not in self.called
         compile_seconds = 0.0
         if first_call and name not in self.precompiled:  # compiled ahead, timed apart, so that train_s holds no compile
@@ -455,7 +456,7 @@ class _Run:
             devices.barrier("compiled")
             compile_seconds = time.perf_counter() - tick
             self.clocks.compile_s += compile_seconds
-            self.clocks.compiles[name.replace("_chunk", "")] = compile_seconds
+            self.clocks.compiles[name] = compile_seconds
         tick = time.perf_counter()
         self.stopping.doing("running a chunk", None if first_call else self.pacing.expected_seconds(kind, length))
         state, metrics = function(state)
@@ -489,11 +490,36 @@ class _Run:
             )
         else:
             what = "warm-up" if warmup else "training"
-            split = "" if whole else f" of {length} of the schedule's {self.schedule.iterations_per_chunk} iterations (--train.chunk-seconds)"
-            compiled = "" if name in self.precompiled else f"compiled the {what} chunk{split} in {compile_seconds:.1f} s and "
+            split = "" if whole else f" ({length} of the schedule's {self.schedule.iterations_per_chunk} vector steps)"
+            compiled = "" if name in self.precompiled else f"compiled the {what} chunk for any length in {compile_seconds:.1f} s and "
             ran = f"ran its first {what} chunk{split}" if name in self.precompiled else "ran its first"
             self.progress.message(f"{compiled}{ran} in {seconds:.1f} s")
         return state, iteration, seconds
+
+    def _projection(self, kind: str, iteration: int) -> None:
+        """One line when a kind's pace is first measured past its probe: seconds per vector step
+        and the time the rest of its phase takes at that pace (evaluations and checkpoints
+        apart); a warning when the run would train for over `LONG_RUN_HOURS` (a profile sized
+        for a bigger device)."""
+        schedule = self.schedule
+        pace = self.pacing.seconds_per_iteration[kind]
+        warmup_end = schedule.warmup_chunks * schedule.iterations_per_chunk
+        end = warmup_end if kind == "warmup" else schedule.num_chunks * schedule.iterations_per_chunk
+        left = end - iteration
+        if left <= 0:
+            return
+        what = "warm-up" if kind == "warmup" else "training"
+        size = f"{len(self.members)} member{'s' if len(self.members) > 1 else ''} x {schedule.num_envs:,} envs"
+        self.progress.message(
+            f"{what} pace: {pace:.3g} s per vector step ({size}); its {left:,} vector steps left take about "
+            f"{_hours(pace * left)} at this pace, evaluations apart"
+        )
+        if kind == "train" and pace * left > LONG_RUN_HOURS * 3600:
+            self._say(
+                f"warning: at {pace:.3g} s per vector step this run trains for about {_hours(pace * left)} on "
+                f"{self.layout.describe()}; its profile is sized for a bigger device: fewer envs or seeds, or a "
+                "recipe for this machine (docs/recipes.md), trains sooner"
+            )
 
     def _diverged(self, bad: dict[str, list[int]], env_steps: int) -> TrainingDiverged:
         """The error of a chunk whose metrics `bad` ({metric: member indices}) are not finite."""
@@ -533,6 +559,18 @@ class _Run:
         self.stopping.saved_env_steps, self.unsaved_s = env_steps, 0.0
         self.stopping.save_seconds = time.perf_counter() - tick
         self.stopping.doing("between chunks", 0.0)
+
+
+LONG_RUN_HOURS = 24.0
+"""Projected training hours past which a run warns that its profile is too big for the device."""
+
+
+def _hours(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
 
 
 def _compile(function, state) -> None:

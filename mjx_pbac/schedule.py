@@ -81,24 +81,13 @@ class Schedule:
     def chunk_env_steps(self) -> int:
         return self.iterations_per_chunk * self.num_envs
 
-    def lengths(self) -> tuple[int, ...]:
-        """The iteration counts a chunk may run as, shortest first: every divisor of
-        `iterations_per_chunk` from 2 up, and the whole chunk. Not 1: XLA compiles a
-        one-iteration scan as straight-line code, whose fused arithmetic rounds differently, and
-        every split must leave the state bit-identical to the whole chunk's."""
-        whole = self.iterations_per_chunk
-        return tuple(n for n in range(2, whole) if whole % n == 0) + (whole,)
-
     def split(self, distance: int, seconds_per_iteration: float | None, target: float) -> int:
         """Iterations of the next chunk, `distance` iterations before the next boundary of the
-        schedule's grid (a multiple of the previous chunks' length): the longest allowed length
-        that divides `distance` and is expected to take at most `target` seconds, or the shortest
-        such length when none is; the longest when the time is not known or target is 0."""
-        fitting = [n for n in self.lengths() if distance % n == 0 and n <= distance] or [distance]
-        if seconds_per_iteration is None or target <= 0:
-            return fitting[-1]
-        within = [n for n in fitting if n * seconds_per_iteration <= target]
-        return within[-1] if within else fitting[0]
+        schedule's grid: the most that are expected to take at most `target` seconds, at least
+        one; all of `distance` when the time is not known or target is 0."""
+        if seconds_per_iteration is None or target <= 0 or seconds_per_iteration <= 0:
+            return distance
+        return max(1, min(distance, int(target / seconds_per_iteration)))
 
     @property
     def total_env_steps(self) -> int:
@@ -127,7 +116,7 @@ class Schedule:
 def edge_warnings(train: TrainConfig, schedule: Schedule) -> list[str]:
     """One line each for settings that are legal but rarely meant: a minibatch larger than the
     replay buffer or than the warm-up's transitions (minibatches are drawn with replacement, so
-    they repeat transitions), a chunk longer than the whole run, a chunk that cannot be split."""
+    they repeat transitions), a chunk longer than the whole run."""
     lines = []
     if train.batch_size > train.buffer_size:
         lines.append(
@@ -147,10 +136,5 @@ def edge_warnings(train: TrainConfig, schedule: Schedule) -> list[str]:
             f"chunk_steps {train.chunk_steps:,} is longer than total_steps {train.total_steps:,}: the run trains one "
             f"whole chunk, {schedule.total_env_steps:,} env steps, evaluating and checkpointing only at its end; "
             "lower chunk_steps"
-        )
-    if train.chunk_seconds > 0 and schedule.lengths() == (schedule.iterations_per_chunk,) and schedule.iterations_per_chunk > 3:
-        lines.append(
-            f"a chunk of {schedule.iterations_per_chunk:,} vector steps (chunk_steps / num_envs) has no divisor from 2 "
-            "up, so it cannot be split to keep within chunk_seconds; choose chunk_steps with small factors (e.g. 1,000)"
         )
     return lines

@@ -112,8 +112,8 @@ def main(out: str) -> None:
     stats = program_stats(compiled)
     report["train_chunk"] = {
         "compiles_in_steady_state": len(compiles),
-        "data_dependent_loops": stats["data_dependent_loops"],
-        "conditionals": stats["conditionals"],
+        "data_dependent_loops": stats["data_dependent_loops"] - built.trainer.any_length,  # beyond the chunk's own
+        "conditionals": stats["conditionals"] - built.trainer.any_length,
         "collectives": sorted({m.group(1) for m in COLLECTIVES.finditer(compiled.as_text())}),
     }
 

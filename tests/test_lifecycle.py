@@ -106,7 +106,8 @@ def test_a_lock_dies_with_its_process_and_a_killed_run_reads_as_killed(tmp_path)
 def test_two_runs_started_at_once_in_one_directory_one_is_refused(tmp_path):
     run_dir = tmp_path / "race"
     command = [sys.executable, "train.py", "--profile", "chain", "--train.total-steps", "2000",
-               "--train.warmup-steps", "1000", "--train.run-dir", str(run_dir), "--train.progress", "False"]
+               "--train.warmup-steps", "1000", "--train.run-dir", str(run_dir), "--train.progress", "False",
+               "--train.chunk-seconds", "0"]  # whole chunks: one row each
     processes = [subprocess.Popen(command, cwd=ROOT, stderr=subprocess.PIPE, text=True) for _ in range(2)]
     results = [(p.wait(timeout=600), p.stderr.read()) for p in processes]
     codes = sorted(code for code, _ in results)
@@ -132,9 +133,10 @@ def _terminate_in_second_chunk(call, state, metrics):
 
 def _chain_args(run_dir: Path, *extra: str) -> list[str]:
     """`train.py` arguments of a two-seed chain run with a 1,000-step warm-up and no checkpoint
-    on the schedule's grid before 20,000 steps (a stop's checkpoint is the only one), plus `extra`."""
+    on the schedule's grid before 20,000 steps (a stop's checkpoint is the only one), its chunks
+    whole (so that every training chunk is the one `_wrap_train_chunk` wraps), plus `extra`."""
     return ["--profile", "chain", "--train.run-dir", str(run_dir), "--seeds", "2", "--train.warmup-steps", "1000",
-            "--train.checkpoint-interval", "20000", "--train.progress", "False", *extra]
+            "--train.checkpoint-interval", "20000", "--train.progress", "False", "--train.chunk-seconds", "0", *extra]
 
 
 @pytest.mark.slow
@@ -291,7 +293,8 @@ def test_an_error_during_training_is_recorded_as_failed_and_reported(tmp_path, m
     _wrap_train_chunk(monkeypatch, out_of_memory)
     run_dir = tmp_path / "failed"
     code, err = _cli(["--profile", "chain", "--train.run-dir", str(run_dir), "--train.total-steps", "4000",
-                      "--train.warmup-steps", "1000", "--train.checkpoint-interval", "1000", "--train.progress", "False"])
+                      "--train.warmup-steps", "1000", "--train.checkpoint-interval", "1000", "--train.progress", "False",
+                      "--train.chunk-seconds", "0"])
     line = _one_line_error(err)
     assert code == 1 and "run failed after 2,000 env steps: MemoryError: planted: out of memory" in line
     assert "newest checkpoint step_000002000.npz" in line and "--resume" in line
@@ -308,7 +311,8 @@ def test_the_exit_code_says_how_a_run_ended(tmp_path, monkeypatch):
     def poison(call, state, metrics):
         return state, dict(metrics, critic_loss=metrics["critic_loss"] * np.nan)
 
-    base = ["--profile", "chain", "--train.total-steps", "2000", "--train.warmup-steps", "1000", "--train.progress", "False"]
+    base = ["--profile", "chain", "--train.total-steps", "2000", "--train.warmup-steps", "1000", "--train.progress", "False",
+            "--train.chunk-seconds", "0"]
     assert _cli(base + ["--train.run-dir", str(tmp_path / "ok")])[0] == 0
     _wrap_train_chunk(monkeypatch, poison)
     code, err = _cli(base + ["--train.run-dir", str(tmp_path / "nan")])
@@ -570,7 +574,8 @@ def test_a_full_disk_fails_the_run_cleanly_and_keeps_the_earlier_checkpoints(tmp
     monkeypatch.setattr(checkpoint, "save", save)
     run_dir = tmp_path / "full"
     code, err = _cli(["--profile", "chain", "--train.run-dir", str(run_dir), "--train.total-steps", "3000",
-                      "--train.warmup-steps", "1000", "--train.checkpoint-interval", "1000", "--train.progress", "False"])
+                      "--train.warmup-steps", "1000", "--train.checkpoint-interval", "1000", "--train.progress", "False",
+                      "--train.chunk-seconds", "0"])
     assert code == 1 and "OSError: [Errno 28] No space left on device" in _one_line_error(err)
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["status"] == "failed" and summary["checkpoints"] == ["step_000001000.npz"]

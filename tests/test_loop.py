@@ -100,11 +100,13 @@ def test_chunks_compile_once_and_stay_on_device():
         for _ in range(3):
             state, metrics = trainer.train_chunk(state)
         result = trainer.evaluate(state)
-    # One program each for warm-up and training, each compiled once; neither branches on data.
-    assert trainer.warmup_chunk._cache_size() == 1 and trainer.train_chunk._cache_size() == 1
-    for chunk in (trainer.warmup_chunk, trainer.train_chunk):
-        stats = program_stats(chunk.lower(state).compile())
-        assert stats["data_dependent_loops"] == 0 and stats["conditionals"] == 0, stats
+    # On a CPU one program for warm-up and training, compiled once: the chunk's own loop takes its
+    # length as an argument and one branch skips the warm-up's gradient steps; nothing else loops
+    # or branches on data (the GPU form, which has neither: test_preemption).
+    assert trainer.any_length and trainer.warmup_chunk.program is trainer.train_chunk.program
+    assert trainer.train_chunk._cache_size() == 1
+    stats = program_stats(trainer.train_chunk.lower(state).compile())
+    assert stats["data_dependent_loops"] == 1 and stats["conditionals"] == 1, stats
     chex.assert_shape(result["returns"], (1, 2))
     assert np.isfinite(float(metrics["critic_loss"][0]))
     assert int(state.env_steps[0]) == 160
@@ -147,7 +149,8 @@ def test_every_algorithms_chunk_compiles_once_stays_on_device_and_never_branches
         state, metrics = trainer.train_chunk(state)
     assert trainer.train_chunk._cache_size() == 1
     stats = program_stats(trainer.train_chunk.lower(state).compile())
-    assert stats["data_dependent_loops"] == 0 and stats["conditionals"] == 0, (name, stats)
+    # beyond the CPU chunk's own loop and warm-up branch (test_chunks_compile_once_and_stay_on_device)
+    assert stats["data_dependent_loops"] == stats["conditionals"] == trainer.any_length, (name, stats)
     assert np.all(np.isfinite(np.asarray(metrics["critic_loss"]))) and int(state.updates[0]) == 1000
 
 
@@ -181,14 +184,15 @@ def test_gradient_steps_unrolled_or_looped_train_alike():
 
 
 def test_a_one_chunk_warmup_runs_in_the_training_program_with_the_same_result():
-    """A warm-up of one chunk (every fast recipe's) runs in the training program, sparing a
-    compile: uniform actions and its gradient steps' results discarded, so the state after it,
-    and after the training that follows, is the separate warm-up program's, bit for bit. A
-    longer warm-up keeps its own program."""
+    """The GPU form: a warm-up of one chunk (every fast recipe's) runs in the training program,
+    sparing a compile: uniform actions and its gradient steps' results discarded, so the state
+    after it, and after the training that follows, is the separate warm-up program's, bit for
+    bit. A longer warm-up keeps its own program. The CPU form's one program, its learning
+    switched off by a flag, leaves the same state after the warm-up too."""
     env, train, algorithm = _two_env_run(updates_per_step=2)
     states = {}
     for fused in (None, False):
-        trainer = make_trainer(train, env, algorithm, donate=False, fuse_warmup=fused)
+        trainer = make_trainer(train, env, algorithm, donate=False, fuse_warmup=fused, any_length=False)
         assert (trainer.warmup_chunk is trainer.train_chunk) == (fused is None)
         warm, metrics = trainer.warmup_chunk(_one_member(trainer))
         trained, _ = trainer.train_chunk(warm)
@@ -196,5 +200,10 @@ def test_a_one_chunk_warmup_runs_in_the_training_program_with_the_same_result():
         states[fused] = jax.device_get((*plain, metrics["return_sum"]))
     assert int(states[None][0].updates[0]) == 0 and int(states[None][1].updates[0]) == 16
     jax.tree.map(np.testing.assert_array_equal, states[None], states[False])
-    longer = make_trainer(dataclasses.replace(train, warmup_steps=32), env, algorithm)
+    longer = make_trainer(dataclasses.replace(train, warmup_steps=32), env, algorithm, any_length=False)
     assert longer.warmup_chunk is not longer.train_chunk
+    one = make_trainer(dataclasses.replace(train, warmup_steps=32), env, algorithm, donate=False, any_length=True)
+    assert one.warmup_chunk.program is one.train_chunk.program  # whatever the warm-up's length
+    warm, _ = one.warmup_chunk(_one_member(one))
+    plain = jax.tree.map(lambda x: jax.random.key_data(x) if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key) else x, warm)
+    jax.tree.map(np.testing.assert_array_equal, jax.device_get(plain), states[False][0])

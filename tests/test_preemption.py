@@ -22,6 +22,7 @@ import pytest
 from mjx_pbac import checkpoint, records
 from mjx_pbac.build import build
 from mjx_pbac.config import TrainConfig, load_profile
+from mjx_pbac.hlo import program_stats
 from mjx_pbac.schedule import Schedule, edge_warnings
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -34,25 +35,46 @@ def _schedule(**train) -> Schedule:
 # -- lengths ----------------------------------------------------------------------------------
 
 
-def test_a_chunk_splits_into_divisors_of_at_least_two_iterations():
-    assert _schedule(chunk_steps=12).lengths() == (2, 3, 4, 6, 12)
-    assert _schedule(chunk_steps=1_000, num_envs=4, buffer_size=1_000).lengths() == (2, 5, 10, 25, 50, 125, 250)
-    assert _schedule(chunk_steps=13).lengths() == (13,)  # a prime cannot be split
-    assert _schedule(chunk_steps=2).lengths() == (2,)
-    assert _schedule(chunk_steps=1, total_steps=20_000).lengths() == (1,)
-
-
-def test_the_split_is_the_longest_length_expected_within_the_target():
+def test_a_chunk_runs_as_many_iterations_as_fit_the_target_before_the_grid():
     schedule = _schedule(chunk_steps=1_000)
     assert schedule.split(1_000, None, 10.0) == 1_000  # not timed yet: whole
     assert schedule.split(1_000, 0.2, 0.0) == 1_000  # chunk_seconds 0: whole
     assert schedule.split(1_000, 0.005, 10.0) == 1_000  # 5 s: fits
     assert schedule.split(1_000, 0.2, 10.0) == 50  # 50 x 0.2 s = 10 s
-    assert schedule.split(1_000, 0.3, 10.0) == 25  # 40 does not divide 1,000 ... 25 does
-    assert schedule.split(1_000, 60.0, 10.0) == 2  # nothing fits: the shortest
-    # 600 iterations left of a chunk split in 200s before (a resume that measures a new pace)
-    assert schedule.split(600, 0.1, 10.0) == 100
-    assert schedule.split(600, 0.02, 10.0) == 200  # 500 and 1,000 do not divide 600
+    assert schedule.split(1_000, 0.3, 10.0) == 33  # any length: 33 x 0.3 s = 9.9 s
+    assert schedule.split(1_000, 60.0, 10.0) == 1  # nothing fits: one vector step
+    assert schedule.split(40, 0.1, 10.0) == 40  # never past the grid's next boundary
+
+
+def test_each_program_measures_its_pace_on_a_probe_then_fills_the_target():
+    """Pacing with any-length programs: a kind's first chunk is a probe of one vector step; its
+    pace sizes the next chunks to the target up to the grid; a slower chunk shortens the next, a
+    faster one lengthens it; the warm-up's pace does not stand for training's. Without any-length
+    programs (a GPU), a kind's first chunk is whole unless the warm-up's pace already says it
+    outlasts the target."""
+    from mjx_pbac.pacing import PROBE_ITERATIONS, Pacing
+
+    schedule = _schedule(chunk_steps=100)  # 100 vector steps per chunk
+    pacing = Pacing(schedule, 10.0)
+    assert pacing.next_length("warmup", 0) == PROBE_ITERATIONS == 1
+    assert pacing.timed("warmup", 1, 0.5) is False  # a probe's pace is an upper bound
+    assert pacing.next_length("warmup", 1) == 20  # 20 x 0.5 s
+    assert pacing.timed("warmup", 20, 20.0) is True  # 1 s per step: the run prints the projection
+    assert pacing.timed("warmup", 10, 10.0) is False  # once
+    assert pacing.next_length("warmup", 21) == 10
+    assert pacing.next_length("warmup", 95) == 5  # the grid's boundary at 100
+    assert pacing.next_length("train", 100) == 1  # training's own probe
+    pacing.timed("train", 1, 0.01)
+    assert pacing.next_length("train", 101) == 99 and pacing.next_length("train", 200) == 100
+    assert Pacing(schedule, 0.0).next_length("train", 0) == 100  # chunk_seconds 0: whole, no probe
+
+    fixed = Pacing(schedule, 10.0, probe=False)
+    assert fixed.next_length("warmup", 0) == 100
+    assert fixed.timed("warmup", 100, 50.0) is True  # no probe: its first chunk's pace stands
+    assert fixed.next_length("train", 100) == 20  # the warm-up's pace says a whole chunk outlasts 10 s
+    slow_warmup = Pacing(schedule, 10.0, probe=False)
+    slow_warmup.timed("warmup", 100, 5.0)
+    assert slow_warmup.next_length("train", 100) == 100
 
 
 # -- warnings -----------------------------------------------------------------------------------
@@ -68,9 +90,6 @@ def test_edge_values_are_warned_in_one_line_each():
     long = TrainConfig(chunk_steps=5_000, total_steps=3_000, warmup_steps=0)
     (line,) = [w for w in edge_warnings(long, Schedule.of(long)) if "chunk_steps" in w]
     assert line.startswith("chunk_steps 5,000 is longer than total_steps 3,000") and "5,000 env steps" in line
-    prime = TrainConfig(chunk_steps=997)
-    assert any("cannot be split" in w for w in edge_warnings(prime, Schedule.of(prime)))
-    assert not any("cannot be split" in w for w in edge_warnings(dataclasses.replace(prime, chunk_seconds=0.0), Schedule.of(prime)))
 
 
 @pytest.mark.parametrize("name", ["chain", "quickstart", "ant_delayed", "ant_delayed_fast", "mw_reach"])
@@ -87,14 +106,16 @@ def _key_data(tree):
 
 
 def test_the_state_is_bit_identical_however_a_chunk_is_split():
-    """Two chain members, a 20-iteration training chunk run whole and as ten of 2 (the shortest):
-    the training state after it is equal to the bit (a split changes only the metrics' grain), and
-    nothing crosses to the host inside a split chunk."""
+    """Two chain members, a 20-iteration training chunk run whole by the program of its fixed trip
+    count (a GPU's) and in pieces (ten of 2; 1, 7, 5 and 7) by the one any-length program (a
+    CPU's every chunk, a GPU's split ones): the training state after it is equal to the bit (a
+    split changes only the metrics' grain), every length is one compile, and nothing crosses to
+    the host inside a chunk."""
     base = load_profile("chain")
     config = dataclasses.replace(base, train=dataclasses.replace(
         base.train, num_seeds=2, total_steps=200, warmup_steps=100, chunk_steps=20, batch_size=16, progress=False,
     ))
-    built = build(config, donate=False)
+    built = build(config, donate=False, any_length=False)
     trainer = built.trainer
     warm = built.init_state()
     for _ in range(5):
@@ -105,16 +126,25 @@ def test_the_state_is_bit_identical_however_a_chunk_is_split():
         for length in lengths:
             program = trainer.chunk_program("train", length)
             with jax.transfer_guard("disallow"):  # a split chunk stays on the device too
-                state, _ = program(state)
-        return jax.device_get(_key_data(state))
+                state, metrics = program(state)
+        return jax.device_get(_key_data(state)), metrics
 
-    whole = jax.tree.leaves(after([20]))
-    for lengths in ([2] * 10,):
-        split = jax.tree.leaves(after(lengths))
+    whole, metrics = after([20])
+    whole = jax.tree.leaves(whole)
+    for lengths in ([2] * 10, [1, 7, 5, 7]):
+        split, last = after(lengths)
+        split = jax.tree.leaves(split)
         assert len(split) == len(whole)
         for a, b in zip(whole, split):
             np.testing.assert_array_equal(a, b, err_msg=str(lengths))
-    assert trainer.chunk_program("train", 20) is trainer.train_chunk
+    assert trainer.chunk_program("train", 20) is trainer.train_chunk and trainer.train_chunk.name == "train"
+    pieces = trainer.chunk_program("train", 7)
+    assert pieces.name == "train/any" and pieces.program._cache_size() == 1
+    stats = {chunk.name: program_stats(chunk.lower(warm).compile()) for chunk in (trainer.train_chunk, pieces)}
+    loops = {name: (each["data_dependent_loops"], each["conditionals"]) for name, each in stats.items()}
+    assert loops == {"train": (0, 0), "train/any": (1, 0)}  # the whole chunk's trip count is known, the pieces' an argument
+    assert metrics["visit/x_position"].shape == last["visit/x_position"].shape == (2, 20)  # the first `length` written
+    assert np.all(metrics["episodes"] >= last["episodes"])  # the whole chunk's episodes, the last 7 steps'
     with pytest.raises(ValueError, match=r"a chunk holds 1..20 iterations, got 21"):
         trainer.chunk_program("train", 21)
 
@@ -149,10 +179,10 @@ def test_a_sigterm_to_a_run_of_split_chunks_stops_within_the_grace_and_resumes_b
     with a 0.25 s chunk target runs them split. A SIGTERM once split chunks run ends it within the
     grace plus a few seconds, with exit 75 and a checkpoint between two boundaries of the
     schedule (not on the 500-step grid); resumed, it ends where an uninterrupted run ends,
-    with equal final states and evaluations. The signal comes while the next split length
-    compiles, whose end is not known, so the grace must cover that compile and the chunk after it:
-    ~2.5 s here, but over 10 s once on CI's loaded machine (which then stopped at once, exit 143).
-    A 30 s grace costs nothing when the stop is prompt."""
+    with equal final states and evaluations. The signal comes once the training probe has
+    measured its pace (the chunks after it are split, none compiles); a 30 s grace covers a
+    loaded machine (CI's once took over 10 s for a compile and a chunk) and costs nothing when
+    the stop is prompt."""
     grace = 30
     run_dir = tmp_path / "stopped"
     process = subprocess.Popen(
@@ -162,9 +192,9 @@ def test_a_sigterm_to_a_run_of_split_chunks_stops_within_the_grace_and_resumes_b
     lines = []
     for line in process.stderr:  # progress lines (one per chunk run, stderr is not a tty)
         lines.append(line)
-        if "compiled the training chunk of" in line:
+        if line.startswith("training pace:"):
             break
-    assert any("compiled the training chunk of" in line for line in lines), "".join(lines)
+    assert any(line.startswith("training pace:") for line in lines), "".join(lines)
     signalled = time.perf_counter()
     process.send_signal(signal.SIGTERM)
     rest = process.stderr.read()
@@ -211,4 +241,4 @@ def test_profile_refuses_split_lengths_that_do_not_split_the_measured_chunk(caps
     assert code == 2, err
     (line,) = [line for line in err.splitlines() if line.startswith("error: ")]
     assert "--split-lengths 3 do not split the measured chunk of 20 vector steps" in line
-    assert "choose from 2, 4, 5, 10" in line
+    assert "choose from 1, 2, 4, 5, 10" in line

@@ -46,7 +46,7 @@ class Args:
 
 def main(argv: list[str]) -> None:
     """Measures the profile `argv` names, prints the summary and writes the report."""
-    from mjx_pbac.profiling import ProfileSettings, measure, measurement_config
+    from mjx_pbac.profiling import ProfileSettings, measure, measurement_config, split_choices
     from mjx_pbac.schedule import Schedule
 
     profile, args = _common.measurement(Args, "profile", argv)
@@ -63,9 +63,10 @@ def main(argv: list[str]) -> None:
         _common.check_env(dataclasses.replace(args.run, train=dataclasses.replace(args.run.train, env_overrides=args.run.train.env_overrides + baseline)))
     if settings.split_lengths:
         measured = Schedule.of(measurement_config(args.run, settings).train)
-        bad = [n for n in settings.split_lengths if n not in measured.lengths()[:-1]]
+        allowed = split_choices(measured.iterations_per_chunk)
+        bad = [n for n in settings.split_lengths if n not in allowed]
         if bad:
-            choices = ", ".join(map(str, measured.lengths()[:-1])) or "none: it has no divisor from 2 up"
+            choices = ", ".join(map(str, allowed)) or "none: it has one vector step"
             raise SystemExit(
                 f"error: --split-lengths {' '.join(map(str, bad))} do not split the measured chunk of "
                 f"{measured.iterations_per_chunk} vector steps (--measure-steps / num_envs); choose from {choices}"

@@ -78,7 +78,8 @@ def _fake_family(env):
 @pytest.mark.parametrize("probe", [CoinEnv, CountingEnv])
 def test_runner_logs_the_success_rate_of_each_evaluation(tmp_path, monkeypatch, probe):
     monkeypatch.setattr(envs, "make_family", _fake_family(probe()))
-    train = _coin_train(num_seeds=2, run_dir=str(tmp_path / "run"), progress=False, total_steps=60)
+    # chunk_seconds 0: whole chunks, no one-step probe, so each metrics row is a 20-step chunk's
+    train = _coin_train(num_seeds=2, run_dir=str(tmp_path / "run"), progress=False, total_steps=60, chunk_seconds=0.0)
     run_dir = runner.train(RunConfig(train=train, pbac=SMALL))
     evaluations = [json.loads(line) for line in (run_dir / "eval.jsonl").read_text().splitlines()]
     assert [e["env_steps"] for e in evaluations] == [0, 0, 20, 20, 40, 40, 60, 60]

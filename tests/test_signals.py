@@ -30,9 +30,10 @@ ROOT = Path(__file__).resolve().parent.parent
 
 CHAIN = [
     "--profile", "chain", "--seeds", "2", "--train.warmup-steps", "1000", "--train.eval-interval", "2000",
-    "--train.keep-checkpoints", "100",
+    "--train.keep-checkpoints", "100", "--train.chunk-seconds", "0",
 ]
-"""The chain probe with two members: 1,000-step chunks of about a second on a 2-core CPU."""
+"""The chain probe with two members: whole 1,000-step chunks of about a second on a 2-core CPU
+(no one-step probe, so a stop lands on the grid)."""
 
 
 def _train(*args: str) -> list[str]:

@@ -242,3 +242,27 @@ def test_profile_refuses_split_lengths_that_do_not_split_the_measured_chunk(caps
     (line,) = [line for line in err.splitlines() if line.startswith("error: ")]
     assert "--split-lengths 3 do not split the measured chunk of 20 vector steps" in line
     assert "choose from 1, 2, 4, 5, 10" in line
+
+
+def test_a_run_probes_each_program_then_prints_its_pace_and_warns_when_too_big(tmp_path, monkeypatch, capsys):
+    """The tiny chain run with chunks bounded (0.5 s): the first warm-up chunk is a probe of one
+    vector step; each program's pace past its probe is printed with the time left at it, and a
+    run whose training would outlast `LONG_RUN_HOURS` (here set to a moment) is warned about
+    before its first training chunk of the grid's length; the rows show the probe's chunk."""
+    from mjx_pbac import runner
+    from tests.test_runner import _tiny_chain
+
+    monkeypatch.setattr(runner, "LONG_RUN_HOURS", 1e-9)
+    config = _tiny_chain(tmp_path / "run", chunk_seconds=0.5, progress=True, total_steps=2_000)
+    runner.train(config, profile="chain")
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if not line.startswith("[")]
+    assert any(line.startswith("ran its first warm-up chunk (1 of the schedule's 1000 vector steps) in ") for line in lines), err
+    warmup, training, warning = (
+        next(line for line in lines if line.startswith(prefix)) for prefix in ("warm-up pace: ", "training pace: ", "warning: at ")
+    )
+    assert "s per vector step (2 members x 1 envs); its " in warmup and "vector steps left take about " in training
+    assert "this run trains for about" in warning and "docs/recipes.md" in warning
+    rows = _records(tmp_path / "run" / "metrics.jsonl")
+    assert [row["env_steps"] for row in rows[:2]] == [1, 1] and rows[0]["phase"] == "warmup"  # the probe, both members
+    assert rows[-1]["env_steps"] == 2_000

@@ -89,7 +89,7 @@ WORK=${WORK:-$(mktemp -d /tmp/tune.XXXXXX)}
 # Every candidate writes each evaluation when it is made (none kept on the device for a batched one
 # later), stops at once at its time (its checkpoints stay on the GPU machine and are lost, so a
 # stop checkpoint would only spend the grace) and runs its chunks whole (short chunks serve a
-# stop's grace; each split length is one more compile of the training program). Without these,
+# stop's grace; on a GPU a split chunk runs a second, any-length training program). Without these,
 # three candidates writing their 2.6 GB stop checkpoints at once outran `timeout`'s 20 s and were
 # killed before the evaluations they had kept for after it, and sharing the GPU slowed every chunk
 # past the 10 s target, so each candidate compiled split chunks while it trained (n256: at least

@@ -112,6 +112,10 @@ class Chunk:
     def lower(self, state: TrainState):
         return self.program.lower(state, *self.arguments)
 
+    def calling(self, compiled: Callable) -> Callable[[TrainState], tuple[TrainState, dict]]:
+        """`compiled` (this chunk's `lower(state).compile()`) called as the chunk is: `f(state)`."""
+        return lambda state: compiled(state, *self.arguments)
+
     def _cache_size(self) -> int:
         return self.program._cache_size()
 

@@ -148,8 +148,8 @@ def _measure_one(config: RunConfig, settings: ProfileSettings, report: dict[str,
             stats["executed_ops_per_vector_step"] = stats["executed_ops"] / iterations
         report["programs"][name] = stats
     for name, (function, _) in wanted.items():  # a chunk's compiled program, called as the chunk is
-        if hasattr(function, "arguments"):
-            programs[name] = _bound(programs[name], function.arguments)
+        if hasattr(function, "calling"):
+            programs[name] = function.calling(programs[name])
     report["compile_wall_s"] = {
         "all": seconds["all"], "lower": seconds["lower"], "threads": settings.compile_threads, "at_once": seconds["threads"],
     }
@@ -211,11 +211,6 @@ def split_choices(iterations: int) -> list[int]:
     return [n for n in range(1, iterations) if iterations % n == 0]
 
 
-def _bound(compiled, arguments: tuple):
-    """A compiled chunk program called as `chunk(state)`, with its bound length arguments."""
-    return lambda state: compiled(state, *arguments)
-
-
 def _measure_splits(trainer, whole, state, settings: ProfileSettings, steps_per_iteration: int, report, write):
     """Times a training chunk of the schedule run whole and split into `settings.split_lengths`
     (in turn, `timed_chunks` rounds, so drift hits all alike), each chunk followed by the host
@@ -237,7 +232,7 @@ def _measure_splits(trainer, whole, state, settings: ProfileSettings, steps_per_
             tick = time.perf_counter()
             compiled[chunk.name] = chunk.program.lower(state, *chunk.arguments).compile()
             report["compile_s"][chunk.name] = time.perf_counter() - tick
-        variants[length] = _bound(compiled[chunk.name], chunk.arguments)
+        variants[length] = chunk.calling(compiled[chunk.name])
     seconds: dict[int, list[float]] = {length: [] for length in variants}
     for round_ in range(settings.timed_chunks + 1):  # round 0 untimed: the first run of each
         for length, program in variants.items():
@@ -384,7 +379,7 @@ def measure_seed_scaling(
             state = jax.block_until_ready(built.init_state())
             tick = time.perf_counter()
             compiled = built.trainer.train_chunk.lower(state).compile()
-            chunk = _bound(compiled, built.trainer.train_chunk.arguments)
+            chunk = built.trainer.train_chunk.calling(compiled)
             compile_s = time.perf_counter() - tick
             state, _ = jax.block_until_ready(built.trainer.warmup_chunk(state))
             state, _ = jax.block_until_ready(chunk(state))

@@ -139,7 +139,8 @@ class Trainer(NamedTuple):
     success, the host reads an episode's success as return > 0 (`runner`)."""
     update_chunk: Callable[[TrainState], tuple[TrainState, dict]]
     """Only the gradient steps of a training chunk (no env step): `train.py profile` times it
-    to split a training step into its phases."""
+    to split a training step into its phases (a `Chunk`; `chunk_program("update", n)` for n
+    iterations on an any-length trainer)."""
     schedule: Schedule
     init_snapshots: Callable[[TrainState], Any] | None = None
     """init_snapshots(state) -> room for `TrainConfig.eval_batch` policies of every member
@@ -155,7 +156,7 @@ class Trainer(NamedTuple):
     step shows: {"returns": [M, E], "lengths": [M, E], "frames": the env's `render_fields`, leaves
     [M, T + 1, E, ...] from the reset on} (mjx_pbac/video.py; an MJX env only). Compiled when called."""
     chunk_program: Callable[[str, int], Chunk] | None = None
-    """chunk_program("warmup" | "train", iterations) -> the chunk of that many iterations (1 up
+    """chunk_program("warmup" | "train" | "update", iterations) -> the chunk of that many iterations (1 up
     to the schedule's): the runner runs a chunk of the schedule as several shorter ones when it
     would outlast `TrainConfig.chunk_seconds`, and measures a program's pace on a short first
     one (`mjx_pbac.pacing`). Every length of a kind is one compiled program, so the state after
@@ -394,12 +395,25 @@ def make_trainer(
         metrics.update(disagreement_metrics(algorithm, state.agent, obs, pair_key))
         return state, metrics
 
-    def update_chunk(state: TrainState) -> tuple[TrainState, dict]:
-        def iteration(state, _):
+    def update_chunk(state: TrainState, length: jax.Array | None = None) -> tuple[TrainState, dict]:
+        """A training chunk's gradient steps alone: `whole` iterations under a scan, or with
+        `length` (any-length trainers) that many under a loop whose trip count is an argument."""
+        def iteration(state, _=None):
             return gradient_steps(state) if updates > 0 else (state, {})
 
-        state, update_metrics = jax.lax.scan(iteration, state, None, length=whole)
-        return state, {name: jp.mean(value) for name, value in update_metrics.items()}
+        if length is None:
+            state, update_metrics = jax.lax.scan(iteration, state, None, length=whole)
+            return state, {name: jp.mean(value) for name, value in update_metrics.items()}
+        _, shapes = jax.eval_shape(iteration, state)
+        sums = jax.tree.map(lambda s: jp.zeros(s.shape, s.dtype), shapes)
+
+        def body(_, carry):
+            state, sums = carry
+            state, metrics = iteration(state)
+            return state, jax.tree.map(jp.add, sums, metrics)
+
+        state, sums = jax.lax.fori_loop(0, length, body, (state, sums))
+        return state, {name: value / length for name, value in sums.items()}
 
     def evaluate(state: TrainState) -> dict:
         return evaluate_policy(policy_of(state))
@@ -463,11 +477,19 @@ def make_trainer(
     chunks: dict[tuple[str, int], Chunk] = {}
 
     def chunk_program(kind: str, length: int) -> Chunk:
-        if kind not in ("warmup", "train"):
-            raise ValueError(f"chunk kind must be warmup or train, got {kind!r}")
+        if kind not in ("warmup", "train", "update"):
+            raise ValueError(f"chunk kind must be warmup, train or update, got {kind!r}")
         if not 1 <= length <= whole:
             raise ValueError(f"a chunk holds 1..{whole} iterations, got {length}")
         if (kind, length) in chunks:
+            return chunks[kind, length]
+        if kind == "update":  # the gradient steps alone (`train.py profile`'s phases)
+            if not (any_length or length == whole):
+                raise ValueError(f"an update chunk of {length} iterations needs an any-length trainer; this one runs {whole}")
+            arguments = (on_devices(np.int32(length)),) if any_length else ()
+            if "update" not in programs:
+                programs["update"] = jitted(update_chunk, (0, None) if any_length else (0,), donated=True)
+            chunks[kind, length] = Chunk(programs["update"], length, "update", arguments)
             return chunks[kind, length]
         if any_length:  # one program: warm-up is the training chunk with its learning switched off
             name, arguments = "chunk", (on_devices(np.int32(length)), on_devices(np.bool_(kind == "train")))
@@ -491,7 +513,7 @@ def make_trainer(
         warmup_chunk=chunk_program("warmup", whole),
         train_chunk=chunk_program("train", whole),
         evaluate=jitted(evaluate, (0,), donated=False),
-        update_chunk=jitted(update_chunk, (0,), donated=True),
+        update_chunk=chunk_program("update", whole),
         init_snapshots=jitted(init_snapshots, (0,), donated=False),
         snapshot=jitted(snapshot, (0, 0, None), donated=True),
         evaluate_snapshots=jitted(evaluate_snapshots, (0,), donated=False),

@@ -21,7 +21,9 @@ reports:
 - peak memory: the device allocator's peak where the backend reports it (GPU), and the process's
   peak resident memory (host);
 - the device, the jax version and the resolved config.
-The report is rewritten after every stage, so an interrupted measurement keeps what it measured.
+The report is rewritten after every stage, so an interrupted measurement keeps what it measured,
+and each stage is announced as it starts and ends (`measure`'s `progress`), so a large profile on a
+small machine shows its figures as they come (its throughput before its evaluation).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ import platform
 import resource
 import statistics
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +50,8 @@ from mjx_pbac.hlo import program_stats
 @dataclasses.dataclass(frozen=True)
 class ProfileSettings:
     measure_steps: int = 0
-    """Env steps per timed chunk (rounded up to whole vector steps); 0 picks 20 vector steps."""
+    """Env steps per timed chunk (rounded up to whole vector steps); 0 picks 20 vector steps, or
+    on a CPU as many as a one-step probe says end within `TrainConfig.chunk_seconds` (`_sized`)."""
     timed_chunks: int = 3
     """Training chunks timed (median reported), after one untimed one."""
     phases: bool = True
@@ -112,7 +116,15 @@ def _timed(program, state, calls: int) -> tuple[Any, list[float]]:
     return state, seconds
 
 
-def _measure_one(config: RunConfig, settings: ProfileSettings, report: dict[str, Any], write) -> None:
+Progress = Callable[[str, dict[str, Any]], None]
+"""progress(stage, info): `measure` is at `stage` of one configuration's measurement. At "compiled",
+"sized" (the timed chunks' length from a probe, `_sized`), "measured" (steady state and phases),
+"split" and "evaluated", `info` is that configuration's report
+so far (the report, or its "baseline"); at "compiling", {"programs": names}; at "evaluating",
+{"members", "episodes", "episode_length", "points"} of the evaluation about to run."""
+
+
+def _measure_one(config: RunConfig, settings: ProfileSettings, report: dict[str, Any], write, progress: Progress) -> None:
     """Compiles and times one configuration's programs into `report` (see `measure`)."""
     measured = measurement_config(config, settings)
     train = measured.train
@@ -134,6 +146,7 @@ def _measure_one(config: RunConfig, settings: ProfileSettings, report: dict[str,
     shared = "warmup_chunk" in wanted and getattr(trainer.warmup_chunk, "program", None) is getattr(trainer.train_chunk, "program", 0)
     if shared:  # one program for both (a CPU's): compiled once, the warm-up its learning switched off
         del wanted["warmup_chunk"]
+    progress("compiling", {"programs": [name.removesuffix("_chunk") for name in wanted]})
     seconds, programs = compile_together(wanted, threads=settings.compile_threads or None)
     if shared:
         programs["warmup_chunk"] = programs["train_chunk"]
@@ -147,6 +160,7 @@ def _measure_one(config: RunConfig, settings: ProfileSettings, report: dict[str,
         if not name.startswith("evaluate"):
             stats["executed_ops_per_vector_step"] = stats["executed_ops"] / iterations
         report["programs"][name] = stats
+    compiled = dict(programs)
     for name, (function, _) in wanted.items():  # a chunk's compiled program, called as the chunk is
         if hasattr(function, "calling"):
             programs[name] = function.calling(programs[name])
@@ -154,14 +168,21 @@ def _measure_one(config: RunConfig, settings: ProfileSettings, report: dict[str,
         "all": seconds["all"], "lower": seconds["lower"], "threads": settings.compile_threads, "at_once": seconds["threads"],
     }
     write()
+    progress("compiled", report)
 
-    state, _ = jax.block_until_ready(trainer.warmup_chunk(state))  # data in the buffer
+    warmup = programs.get("warmup_chunk")
+    if warmup is None:  # phases off: the compiled training program where it is the warm-up's too (a CPU's)
+        same = getattr(trainer.warmup_chunk, "program", None) is getattr(trainer.train_chunk, "program", 0)
+        warmup = trainer.warmup_chunk.calling(compiled["train_chunk"]) if same else trainer.warmup_chunk
+    state, _ = jax.block_until_ready(warmup(state))  # data in the buffer
+    if settings.measure_steps == 0 and report["any_length"] and train.chunk_seconds > 0 and iterations > 1 and not settings.split_lengths:
+        state, iterations = _sized(trainer, compiled, programs, state, train.chunk_seconds, report, progress)
     state, _ = jax.block_until_ready(programs["train_chunk"](state))  # first run: allocation, caches
     state, train_seconds = _timed(programs["train_chunk"], state, settings.timed_chunks)
     median = statistics.median(train_seconds)
     report["chunk_seconds"] = train_seconds
     report["steady_state"] = {  # all members together
-        "env_steps_per_s": members * train.chunk_steps / median,
+        "env_steps_per_s": members * iterations * train.num_envs / median,
         "updates_per_s": members * iterations * train.updates_per_step / median,
         "seconds_per_chunk": median,
     }
@@ -179,10 +200,15 @@ def _measure_one(config: RunConfig, settings: ProfileSettings, report: dict[str,
         )
     report["phases_ms_per_vector_step"] = {name: 1e3 * value for name, value in per_step.items()}
     write()
+    progress("measured", report)
     if settings.split_lengths:
         state = _measure_splits(trainer, programs["train_chunk"], state, settings, members * train.num_envs, report, write)
+        progress("split", report)
     if not settings.evaluate:
         return
+    progress("evaluating", {
+        "members": members, "episodes": train.eval_episodes, "episode_length": env.episode_length, "points": train.eval_batch,
+    })
     tick = time.perf_counter()
     jax.block_until_ready(programs["evaluate"](state))
     eval_seconds = time.perf_counter() - tick
@@ -204,6 +230,33 @@ def _measure_one(config: RunConfig, settings: ProfileSettings, report: dict[str,
             "speedup_per_point": eval_seconds * train.eval_batch / batch_seconds,
         }
     write()
+    progress("evaluated", report)
+
+
+def _sized(trainer, compiled: dict, programs: dict, state, chunk_seconds: float, report: dict[str, Any], progress: Progress):
+    """On an any-length trainer (a CPU's) with `measure_steps` 0: one vector step of training
+    times the pace, and the timed chunks (training, and the phases') hold as many vector steps as
+    end within `chunk_seconds`, at most the default 20, at least one, so a profile far too big for
+    the machine prints its figures within minutes instead of after 20 slow vector steps a chunk.
+    Every length runs the compiled programs: nothing compiles. Returns (state, vector steps)."""
+    probe = trainer.chunk_program("train", 1).calling(compiled["train_chunk"])
+    state, _ = jax.block_until_ready(probe(state))  # first run: allocation, caches
+    state, seconds = _timed(probe, state, 1)
+    whole = trainer.schedule.iterations_per_chunk
+    length = max(1, min(whole, int(chunk_seconds / seconds[0])))
+    report["sized"] = {"probe_seconds_per_vector_step": seconds[0], "chunk_seconds": chunk_seconds, "vector_steps": length}
+    if length < whole:
+        for name, kind in (("train_chunk", "train"), ("warmup_chunk", "warmup"), ("update_chunk", "update")):
+            if name in compiled:
+                programs[name] = trainer.chunk_program(kind, length).calling(compiled[name])
+        if "measure" in report:  # the report's own (a baseline's is in its "sized")
+            steps_per_vector_step = report["measure"]["chunk_env_steps"] // report["measure"]["vector_steps_per_chunk"]
+            updates_per_vector_step = report["measure"]["updates_per_chunk"] // report["measure"]["vector_steps_per_chunk"]
+            report["measure"].update(
+                chunk_env_steps=length * steps_per_vector_step, vector_steps_per_chunk=length, updates_per_chunk=length * updates_per_vector_step,
+            )
+    progress("sized", report)
+    return state, length
 
 
 def split_choices(iterations: int) -> list[int]:
@@ -268,11 +321,13 @@ def measure(
     settings: ProfileSettings,
     out: str | Path | None = None,
     baseline_env_overrides: tuple[str, ...] = (),
+    progress: Callable[[str, str, dict[str, Any]], None] | None = None,
 ) -> dict[str, Any]:
     """The throughput report of `config` (see the module docstring); with
     `baseline_env_overrides`, the same measurement of the config with those env overrides added
     (e.g. MJX's own while-loop solver and 8 line-search iterations) goes under "baseline", with
-    the speed-up, so a change is measured side by side in one process."""
+    the speed-up, so a change is measured side by side in one process. `progress(which, stage,
+    part)` hears each stage (`Progress`) as it comes, `which` "measured" or "baseline"."""
     measured = measurement_config(config, settings)
     train = measured.train
     report: dict[str, Any] = {
@@ -294,13 +349,16 @@ def measure(
         if out is not None:
             Path(out).write_text(json.dumps(report, indent=2) + "\n")
 
-    _measure_one(config, settings, report, write)
+    def heard(which: str) -> Progress:
+        return (lambda stage, part: progress(which, stage, part)) if progress else (lambda stage, part: None)
+
+    _measure_one(config, settings, report, write, heard("measured"))
     if baseline_env_overrides:
         overrides = (*config.train.env_overrides, *baseline_env_overrides)
         baseline_config = dataclasses.replace(config, train=dataclasses.replace(config.train, env_overrides=overrides))
         baseline: dict[str, Any] = {"env_overrides": list(overrides), "compile_s": {}, "programs": {}}
         report["baseline"] = baseline
-        _measure_one(baseline_config, settings, baseline, write)
+        _measure_one(baseline_config, settings, baseline, write, heard("baseline"))
         report["speedup_vs_baseline"] = {
             name: baseline["phases_ms_per_vector_step"][name] / report["phases_ms_per_vector_step"][name]
             for name in ("total", "env_step", "gradient_steps")

@@ -89,12 +89,11 @@ def _wrap_train_chunk(monkeypatch, action):
     monkeypatch.setattr(runner, "build", build)
 
 
-@pytest.fixture(scope="module")
-def reference_run(tmp_path_factory):
-    """The uninterrupted 4,000-step, two-seed chain run that resumed runs must reproduce."""
-    run_dir = tmp_path_factory.mktemp("runs") / "reference"
-    runner.train(_tiny_chain(run_dir), profile="chain")
-    return run_dir
+@pytest.fixture
+def reference_run(tiny_chain_run):
+    """The uninterrupted 4,000-step, two-seed chain run that resumed runs must reproduce
+    (conftest's, shared with test_lifecycle)."""
+    return tiny_chain_run
 
 
 @pytest.mark.slow
@@ -358,3 +357,22 @@ def test_profile_command_writes_a_throughput_report(tmp_path, capsys):
     batched = report["evaluation"]["batched"]
     assert batched["points"] == 3 and batched["seconds_per_point"] == pytest.approx(batched["seconds"] / 3)
     assert "3 points in one program" in capsys.readouterr().out
+    # The measured chunk's default size: on a CPU a one-step probe sizes it to end within
+    # --train.chunk-seconds (here any step outlasts it: one vector step), the phases too, with
+    # nothing compiled for it; each stage is printed as it ends, the throughput before the evaluation.
+    cli.main(["profile", "--profile", "chain", "--timed-chunks", "1", "--out", str(out), "--train.chunk-seconds", "1e-6"])
+    report, printed = json.loads(out.read_text()), capsys.readouterr().out
+    lines = printed.splitlines()
+    assert lines[0].startswith("device: ") and lines[1].startswith("chain on ") and lines[2] == "  measured: compiling train, update, evaluate ..."
+    throughput = next(i for i, line in enumerate(lines) if " env steps/s, " in line)
+    assert throughput < next(i for i, line in enumerate(lines) if line.startswith("  measured: evaluating 4 episodes of "))
+    assert lines[-1] == f"wrote {out}" and "  measured: evaluation: 4 episodes per member in " in lines[-2]
+    if report["any_length"]:
+        num_envs = report["config"]["train"]["num_envs"]
+        assert report["sized"]["vector_steps"] == 1 and report["sized"]["probe_seconds_per_vector_step"] > 0
+        assert report["measure"] == {"chunk_env_steps": num_envs, "vector_steps_per_chunk": 1, "updates_per_chunk": 1, "timed_chunks": 1}
+        assert "timed chunks of 1 vector steps (--train.chunk-seconds 1e-06" in printed
+        assert report["steady_state"]["seconds_per_chunk"] == report["chunk_seconds"][0]
+        assert report["phases_ms_per_vector_step"]["gradient_steps"] > 0 and report["compile_s"]["warmup"] == 0.0
+    else:  # a GPU's fixed-length chunks: the default 20 vector steps
+        assert "sized" not in report and report["measure"]["vector_steps_per_chunk"] == 20

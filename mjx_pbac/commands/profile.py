@@ -24,7 +24,8 @@ class Args:
 
     run: Annotated[RunConfig, tyro.conf.arg(name="")]
     measure_steps: int = 0
-    """Env steps per timed chunk; 0 picks 20 vector steps."""
+    """Env steps per timed chunk; 0 picks 20 vector steps, or on a CPU as many as a one-step probe
+    says end within --train.chunk-seconds (a big profile prints its figures within minutes)."""
     timed_chunks: int = 3
     """Chunks timed after an untimed one (the median is reported)."""
     baseline: tuple[str, ...] = ()
@@ -71,35 +72,63 @@ def main(argv: list[str]) -> None:
                 f"error: --split-lengths {' '.join(map(str, bad))} do not split the measured chunk of "
                 f"{measured.iterations_per_chunk} vector steps (--measure-steps / num_envs); choose from {choices}"
             )
-    report = measure(args.run, profile, settings, out=args.out, baseline_env_overrides=baseline)
-    _print_report(report, profile, baseline)
+    report = measure(args.run, profile, settings, out=args.out, baseline_env_overrides=baseline, progress=_Printer(profile, baseline))
+    if baseline:
+        print(f"  speed-up per vector step over the baseline: {report['speedup_vs_baseline']['total']:.2f}x")
     print(f"wrote {args.out}")
 
 
-def _print_report(report: dict, profile: str, baseline: tuple[str, ...]) -> None:
-    """The report's summary: throughput, compile times, evaluation, chunk splits, the baseline."""
-    print(f"{profile} on {report['device']['device_kind']}")
-    print(_throughput_line("  measured", report))
-    print("  " + compile_line(report))
-    evaluation = report.get("evaluation")
-    if evaluation:
-        batched = evaluation.get("batched")
-        print(
-            f"  evaluation: {evaluation['episodes']} episodes per member in {evaluation['seconds']:.2f} s"
-            + (
-                f"; {batched['points']} points in one program {batched['seconds']:.2f} s, {batched['seconds_per_point']:.2f} s "
-                f"per point ({batched['speedup_per_point']:.2f}x)" if batched else ""
+class _Printer:
+    """Prints each stage of the measurement as it comes (`profiling.Progress`): what is compiling,
+    the compile seconds, the throughput, the chunk splits, then the evaluation (the longest stage
+    of a large profile on a small machine), so no figure waits for a later stage."""
+
+    def __init__(self, profile: str, baseline: tuple[str, ...]):
+        self.profile, self.baseline, self.started = profile, baseline, False
+
+    def __call__(self, which: str, stage: str, info: dict) -> None:
+        name = "  measured" if which == "measured" else f"  baseline ({' '.join(self.baseline)})"
+        if not self.started:
+            import jax
+
+            print(f"{self.profile} on {jax.devices()[0].device_kind}", flush=True)
+            self.started = True
+        if stage == "compiling":
+            print(f"{name}: compiling {', '.join(info['programs'])} ...", flush=True)
+        elif stage == "compiled":
+            print(f"{name}: {compile_line(info)}", flush=True)
+        elif stage == "sized":
+            sized = info["sized"]
+            print(
+                f"{name}: a vector step of training took {sized['probe_seconds_per_vector_step']:.3f} s: timed chunks of "
+                f"{sized['vector_steps']} vector steps (--train.chunk-seconds {sized['chunk_seconds']:g}; --measure-steps sets them)",
+                flush=True,
             )
-        )
-    for row in report.get("splits", []):
-        print(
-            f"  chunks of {row['length']} vector steps ({row['chunks_per_schedule_chunk']} per measured chunk, "
-            f"{row['seconds_per_chunk']:.3f} s each): {row['throughput_vs_whole']:.3f}x the whole chunk's throughput, "
-            f"{1e3 * row['added_seconds_per_extra_chunk']:+.2f} ms per extra chunk"
-        )
-    if baseline:
-        print(_throughput_line(f"  baseline ({' '.join(baseline)})", report["baseline"]))
-        print(f"  speed-up per vector step over the baseline: {report['speedup_vs_baseline']['total']:.2f}x")
+        elif stage == "measured":
+            print(_throughput_line(name, info), flush=True)
+        elif stage == "split":
+            for row in info.get("splits", []):
+                print(
+                    f"{name}: chunks of {row['length']} vector steps ({row['chunks_per_schedule_chunk']} per measured chunk, "
+                    f"{row['seconds_per_chunk']:.3f} s each): {row['throughput_vs_whole']:.3f}x the whole chunk's throughput, "
+                    f"{1e3 * row['added_seconds_per_extra_chunk']:+.2f} ms per extra chunk", flush=True,
+                )
+        elif stage == "evaluating":
+            points = f", then {info['points']} points in one program" if info["points"] > 1 else ""
+            print(
+                f"{name}: evaluating {info['episodes']} episodes of {info['episode_length']:,} steps for each of "
+                f"{info['members']} members{points} ...", flush=True,
+            )
+        elif stage == "evaluated":
+            evaluation = info["evaluation"]
+            batched = evaluation.get("batched")
+            print(
+                f"{name}: evaluation: {evaluation['episodes']} episodes per member in {evaluation['seconds']:.2f} s"
+                + (
+                    f"; {batched['points']} points in one program {batched['seconds']:.2f} s, {batched['seconds_per_point']:.2f} s "
+                    f"per point ({batched['speedup_per_point']:.2f}x)" if batched else ""
+                ), flush=True,
+            )
 
 
 def _throughput_line(name: str, part: dict) -> str:

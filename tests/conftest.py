@@ -5,7 +5,10 @@ tests start), so one that a later module or process compiles again is read inste
 
 import gc
 import os
+import re
+import shlex
 import time
+from pathlib import Path
 
 import pytest
 
@@ -26,6 +29,31 @@ def _release_programs_after_each_module():
 
     jax.clear_caches()
     gc.collect()
+
+
+def _dry_run_sizes() -> list[str]:
+    text = (Path(__file__).resolve().parent.parent / "benchmarks" / "gpu" / "setup.sh").read_text()
+    return shlex.split(re.search(r"^DRY_TINY=\((.*?)\)", text, re.DOTALL | re.MULTILINE).group(1))
+
+
+DRY_TINY = _dry_run_sizes()
+"""benchmarks/gpu/setup.sh's DRY_TINY, the device scripts' dry-run training sizes, as `train.py`
+options. A test that trains the `_fast` cartpole profile with them (`--seeds 2`) compiles the
+programs of fast.sh's, tune.sh's and reacher_table.sh's dry runs, which then read them from the
+cache."""
+
+
+@pytest.fixture(scope="session")
+def tiny_chain_run(tmp_path_factory):
+    """The finished 4,000-step, two-seed chain run (`tests.test_runner._tiny_chain`, a checkpoint
+    every 1,000 steps) that test_runner's and test_lifecycle's resumed, interrupted and edited runs
+    are compared with: trained once per session. Tests read it or copy it; none writes into it."""
+    from mjx_pbac import runner
+    from tests.test_runner import _tiny_chain
+
+    run_dir = tmp_path_factory.mktemp("chain") / "finished"
+    runner.train(_tiny_chain(run_dir), profile="chain")
+    return run_dir
 
 
 HEAVY_UNTIL = "MJX_PBAC_HEAVY_UNTIL_MINUTES"

@@ -18,6 +18,7 @@ from mjx_pbac import algos
 from mjx_pbac.algos.base import knob_names, stack_configs
 from mjx_pbac.config import RunConfig
 from mjx_pbac.policy import load_policy
+from tests import conftest
 from tests.policy_checks import logged_row, replayed_returns
 
 ALGORITHMS = typing.get_args(typing.get_type_hints(RunConfig)["algo"])
@@ -83,12 +84,13 @@ def _tiny_widths(algo):
 
 
 # Each algorithm on a many-dimensional observation, through the command. PBAC on MJX cartpole
-# swing-up (sparse): an MJX env in the loop, 5 observations. The baselines on the deep chain (65
-# observations, no physics): the loop, the replay and the evaluation do not depend on the
-# algorithm, and an MJX cartpole program per baseline cost ~80 s to compile each on this CPU
-# (2026-11-30), a quarter of this file (docs/testing.md "How long the suite takes").
+# swing-up (sparse), 5 observations: an MJX env in the loop, through the `_fast` profile at the
+# device scripts' dry-run sizes (conftest.DRY_TINY), the very command fast.sh's dry run gives, so
+# the two compile one set of programs. The baselines on the deep chain (65 observations, no
+# physics): the loop, the replay and the evaluation do not depend on the algorithm, and an MJX
+# cartpole program per baseline cost ~80 s to compile each on this CPU (2026-11-30).
 MANY_DIMENSIONAL = {
-    "cartpole_swingup_sparse": (1000, 5, {"cart_position", "pole_angle"}),  # episode length, observations, visit fields
+    "cartpole_swingup_sparse": (20, 5, {"cart_position", "pole_angle"}),  # episode length (DRY_TINY's), observations, visit fields
     "deep_chain_10": (100, 65, {"x_position", "goal"}),
 }
 
@@ -98,33 +100,39 @@ MANY_DIMENSIONAL = {
     "algo, env", [(algo, "cartpole_swingup_sparse" if algo == "pbac" else "deep_chain_10") for algo in ALGORITHMS if algo != "td3"]
 )  # TD3, the example: chain only
 def test_every_algorithm_trains_on_a_many_dimensional_env_through_the_command(algo, env, tmp_path):
-    """2 instances, 100 warm-up + 100 training steps, then a whole greedy evaluation episode.
-    Cartpole is the cheapest MJX program to compile (two joints, no contacts), which dominates
-    PBAC's case on a CPU."""
+    """2 seeds of 2 instances, warm-up then training, and whole greedy evaluation episodes: on the
+    deep chain 100 + 100 steps and one 100-step episode; on cartpole fast.sh's dry run (40 + 80
+    steps, two 20-step episodes)."""
     length, observations, fields = MANY_DIMENSIONAL[env]
     assert envs.make(env).observation_size == observations
     run_dir = tmp_path / algo
+    if env == "cartpole_swingup_sparse":
+        sizes = ["--profile", "cartpole_swingup_sparse_fast", "--seeds", "2", "--train.tasks", *conftest.DRY_TINY]
+        steps, rows, episodes = 120, 2 * 2, 2  # two training chunks of two members
+    else:
+        sizes = [
+            "--profile", "quickstart", "--algo", algo, "--train.env", env, "--train.num-envs", "2", "--train.total-steps", "200",
+            "--train.warmup-steps", "100", "--train.chunk-steps", "100", "--train.eval-interval", "200",
+            "--train.eval-episodes", "1", "--train.batch-size", "16", "--train.buffer-size", "400", *_tiny_widths(algo),
+        ]
+        steps, rows, episodes = 200, 1, 1  # one chunk of the quickstart's one member
     cli.main([
-        "--profile", "quickstart", "--algo", algo, "--train.env", env,
-        "--train.num-envs", "2", "--train.total-steps", "200", "--train.visit-interval", "100",
-        "--train.warmup-steps", "100", "--train.chunk-steps", "100", "--train.eval-interval", "200",
-        "--train.eval-episodes", "1", "--train.batch-size", "16", "--train.buffer-size", "400",
-        "--train.run-dir", str(run_dir), "--train.progress", "False", "--train.tensorboard", "False",
-        "--train.chunk-seconds", "0",  # whole chunks, no one-step probe: one training row
-        *_tiny_widths(algo),
+        *sizes, "--train.visit-interval", "40", "--train.run-dir", str(run_dir), "--train.progress", "False",
+        "--train.tensorboard", "False", "--train.chunk-seconds", "0",  # whole chunks, no one-step probe: a row per chunk
     ])
     summary = json.loads((run_dir / "summary.json").read_text())
-    assert summary["status"] == "finished" and summary["final_eval"]["env_steps"] == 200
+    assert summary["status"] == "finished" and summary["final_eval"]["env_steps"] == steps
     evaluation = [json.loads(line) for line in (run_dir / "eval.jsonl").read_text().splitlines()][-1]
-    assert evaluation["lengths"] == [length] and np.isfinite(evaluation["return_mean"])
+    assert evaluation["lengths"] == [length] * episodes and np.isfinite(evaluation["return_mean"])
     if env == "cartpole_swingup_sparse":
-        assert 0.0 <= evaluation["return_mean"] <= 1000.0  # sparse {0, 1} rewards
+        assert 0.0 <= evaluation["return_mean"] <= length  # sparse {0, 1} rewards
     trained = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     trained = [record for record in trained if record["phase"] == "train"]
-    assert len(trained) == 1 and trained[0]["updates_per_s"] > 0 and "critic_loss" in trained[0]
-    for name, value in trained[0].items():
-        if isinstance(value, float):
-            assert np.isfinite(value), (algo, name)
+    assert len(trained) == rows and all(r["updates_per_s"] > 0 and "critic_loss" in r for r in trained)
+    for record in trained:
+        for name, value in record.items():
+            if isinstance(value, float):
+                assert np.isfinite(value), (algo, name)
     visits = [json.loads(line) for line in (run_dir / "visits.jsonl").read_text().splitlines()]
     assert visits and set(visits[0]["state"]) == fields
 

@@ -42,12 +42,11 @@ def _one_line_error(text: str) -> str:
     return lines[0]
 
 
-@pytest.fixture(scope="module")
-def finished_run(tmp_path_factory):
-    """A finished 4,000-step, two-seed chain run with a checkpoint every 1,000 steps."""
-    run_dir = tmp_path_factory.mktemp("lifecycle") / "finished"
-    runner.train(_tiny_chain(run_dir), profile="chain")
-    return run_dir
+@pytest.fixture
+def finished_run(tiny_chain_run):
+    """A finished 4,000-step, two-seed chain run with a checkpoint every 1,000 steps (conftest's,
+    shared with test_runner)."""
+    return tiny_chain_run
 
 
 def _copy(run_dir: Path, to: Path) -> Path:

@@ -119,9 +119,9 @@ def _timed(program, state, calls: int) -> tuple[Any, list[float]]:
 Progress = Callable[[str, dict[str, Any]], None]
 """progress(stage, info): `measure` is at `stage` of one configuration's measurement. At "compiled",
 "sized" (the timed chunks' length from a probe, `_sized`), "measured" (steady state and phases),
-"split" and "evaluated", `info` is that configuration's report
-so far (the report, or its "baseline"); at "compiling", {"programs": names}; at "evaluating",
-{"members", "episodes", "episode_length", "points"} of the evaluation about to run."""
+"split" and "evaluated", `info` is that configuration's report so far (the report, or its
+"baseline"); at "compiling", {"programs": names}; at "evaluating", {"members", "episodes",
+"episode_length", "points"} of the evaluation about to run."""
 
 
 def _measure_one(config: RunConfig, settings: ProfileSettings, report: dict[str, Any], write, progress: Progress) -> None:

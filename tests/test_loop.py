@@ -4,6 +4,7 @@ retracing and no host transfers inside a chunk, the matmul precision of its prog
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import chex
 import jax
@@ -34,7 +35,8 @@ def _member(tree, index=0):
 # -- what the loop stores -------------------------------------------------------------------
 
 
-def _counting_trainer(terminate_at, num_envs=2, chunk_steps=16):
+@functools.cache
+def _counting_trainer_of(terminate_at, num_envs, chunk_steps):
     env = CountingEnv(episode_length=5, terminate_at=terminate_at)
     train = TrainConfig(
         env="probe", total_steps=4 * chunk_steps, num_envs=num_envs, batch_size=4, updates_per_step=1,
@@ -42,22 +44,30 @@ def _counting_trainer(terminate_at, num_envs=2, chunk_steps=16):
         eval_episodes=2, checkpoint_interval=chunk_steps,
     )
     algorithm = pbac.make(SMALL, env.observation_size, env.action_size)
-    trainer = make_trainer(train, env, algorithm)
+    return make_trainer(train, env, algorithm)
+
+
+def _counting_trainer(terminate_at, num_envs=2, chunk_steps=16):
+    """A PBAC trainer on the counting env and a fresh one-member state; the trainer (and so its
+    compiled program) is shared by the tests that ask for the same sizes."""
+    trainer = _counting_trainer_of(terminate_at, num_envs, chunk_steps)
     return trainer, _one_member(trainer, dataclasses.replace(SMALL, posterior_sampling_rate=2))
 
 
 def test_truncation_stores_final_obs_and_is_not_termination():
-    trainer, state = _counting_trainer(terminate_at=None, num_envs=1, chunk_steps=8)
+    trainer, state = _counting_trainer(terminate_at=None, num_envs=2, chunk_steps=16)
     state, metrics = _member(trainer.warmup_chunk(state))
     data = state.buffer.data
-    # Steps t = 0..4 then a reset: obs[0] = 0,1,2,3,4,0,1,2 ; next_obs[0] = 1..5,1,2,3.
-    np.testing.assert_array_equal(data.obs[:8, 0], [0, 1, 2, 3, 4, 0, 1, 2])
-    np.testing.assert_array_equal(data.next_obs[:8, 0], [1, 2, 3, 4, 5, 1, 2, 3])
-    np.testing.assert_array_equal(data.truncated[:8], [0, 0, 0, 0, 1, 0, 0, 0])
-    np.testing.assert_array_equal(data.terminated[:8], 0)
-    np.testing.assert_array_equal(data.reward[:8], [1, 2, 3, 4, 5, 1, 2, 3])
-    np.testing.assert_array_equal(data.next_obs[:8, 1], data.action[:8, 0])  # the action taken
-    assert int(metrics["episodes"]) == 1 and float(metrics["return_sum"]) == 15.0
+    # Two instances interleaved per vector step: rows (2t, 2t+1) hold step t of instances 0, 1.
+    # Instance 0 steps t = 0..4 then a reset: obs = 0,1,2,3,4,0,1,2 ; next_obs = 1..5,1,2,3.
+    first = slice(0, 16, 2)
+    np.testing.assert_array_equal(data.obs[first, 0], [0, 1, 2, 3, 4, 0, 1, 2])
+    np.testing.assert_array_equal(data.next_obs[first, 0], [1, 2, 3, 4, 5, 1, 2, 3])
+    np.testing.assert_array_equal(data.truncated[first], [0, 0, 0, 0, 1, 0, 0, 0])
+    np.testing.assert_array_equal(data.terminated[:16], 0)
+    np.testing.assert_array_equal(data.reward[first], [1, 2, 3, 4, 5, 1, 2, 3])
+    np.testing.assert_array_equal(data.next_obs[:16, 1], data.action[:16, 0])  # the action taken
+    assert int(metrics["episodes"]) == 2 and float(metrics["return_sum"]) == 30.0  # 2 x (1+...+5)
 
 
 def test_termination_is_stored_as_terminated_with_its_final_obs():
@@ -86,32 +96,6 @@ def test_sampling_counter_and_env_steps_advance_per_vector_step():
 # -- compiled once, nothing crosses to the host --------------------------------------------
 
 
-def test_chunks_compile_once_and_stay_on_device():
-    env = envs.make("chain")
-    train = TrainConfig(
-        env="chain", total_steps=200, num_envs=4, batch_size=16, updates_per_step=2, buffer_size=400,
-        warmup_steps=40, chunk_steps=40, eval_interval=40, eval_episodes=2, checkpoint_interval=40,
-    )
-    algorithm = pbac.make(SMALL, env.observation_size, env.action_size)
-    trainer = make_trainer(train, env, algorithm)
-    state = _one_member(trainer)
-    state, _ = trainer.warmup_chunk(state)
-    with jax.transfer_guard("disallow"):
-        for _ in range(3):
-            state, metrics = trainer.train_chunk(state)
-        result = trainer.evaluate(state)
-    # On a CPU one program for warm-up and training, compiled once: the chunk's own loop takes its
-    # length as an argument and one branch skips the warm-up's gradient steps; nothing else loops
-    # or branches on data (the GPU form, which has neither: test_preemption).
-    assert trainer.any_length and trainer.warmup_chunk.program is trainer.train_chunk.program
-    assert trainer.train_chunk._cache_size() == 1
-    stats = program_stats(trainer.train_chunk.lower(state).compile())
-    assert stats["data_dependent_loops"] == 1 and stats["conditionals"] == 1, stats
-    chex.assert_shape(result["returns"], (1, 2))
-    assert np.isfinite(float(metrics["critic_loss"][0]))
-    assert int(state.env_steps[0]) == 160
-
-
 def test_matmul_precision_reaches_every_matrix_product_of_the_chunk():
     """float32 (the default) is written into the program's dot products; "default" leaves XLA's
     choice (TF32 on recent NVIDIA GPUs), so the programs differ."""
@@ -131,13 +115,17 @@ def test_matmul_precision_reaches_every_matrix_product_of_the_chunk():
     assert "HIGHEST" not in texts["default"]
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("name", [name for name in algos.NAMES if name != "pbac"])
+@pytest.mark.parametrize(
+    "name", [name if name == "pbac" else pytest.param(name, marks=pytest.mark.slow) for name in algos.NAMES]
+)
 def test_every_algorithms_chunk_compiles_once_stays_on_device_and_never_branches(name):
-    """The loop's guarantees hold whatever the algorithm brings (its acting state, TD3's delayed
-    update selected with `where`): one compile, no host transfer, no data-dependent loop or branch.
-    The run is test_algos.py's chain run through the command (the chain profile, 2 seeds, 1,000-step
-    chunks), so its training program is the one the compile cache holds from there."""
+    """The loop's guarantees, whatever the algorithm brings (its acting state, TD3's delayed
+    update selected with `where`): on a CPU one program for warm-up and training, compiled once
+    whatever the chunk's length (its loop takes the length as an argument, one branch skips the
+    warm-up's gradient steps), nothing crossing to the host in a chunk or an evaluation, and no
+    other data-dependent loop or branch (the GPU form, which has neither: test_preemption). The
+    run is test_algos.py's chain run through the command (the chain profile, 2 seeds), whose
+    programs are also test_runner's chain run's, so the compile cache holds them from there."""
     config = load_profile("chain")
     config = dataclasses.replace(
         config, algo=name, train=dataclasses.replace(config.train, num_seeds=2, total_steps=2000, eval_interval=1000)
@@ -147,11 +135,16 @@ def test_every_algorithms_chunk_compiles_once_stays_on_device_and_never_branches
     state, _ = trainer.warmup_chunk(built.init_state())
     with jax.transfer_guard("disallow"):
         state, metrics = trainer.train_chunk(state)
+        for length in (1, 7):  # shorter chunks, as a run's first (its probe) and its last
+            state, _ = trainer.chunk_program("train", length)(state)
+        result = trainer.evaluate(state)
+    assert trainer.any_length and trainer.warmup_chunk.program is trainer.train_chunk.program
     assert trainer.train_chunk._cache_size() == 1
     stats = program_stats(trainer.train_chunk.lower(state).compile())
-    # beyond the CPU chunk's own loop and warm-up branch (test_chunks_compile_once_and_stay_on_device)
-    assert stats["data_dependent_loops"] == stats["conditionals"] == trainer.any_length, (name, stats)
-    assert np.all(np.isfinite(np.asarray(metrics["critic_loss"]))) and int(state.updates[0]) == 1000
+    assert stats["data_dependent_loops"] == stats["conditionals"] == 1, (name, stats)
+    assert np.all(np.isfinite(np.asarray(metrics["critic_loss"]))) and np.asarray(state.updates).tolist() == [1008, 1008]
+    assert np.asarray(state.env_steps).tolist() == [2008, 2008]
+    chex.assert_shape(result["returns"], (2, config.train.eval_episodes))
 
 
 def _two_env_run(updates_per_step: int):
@@ -169,7 +162,7 @@ def test_gradient_steps_unrolled_or_looped_train_alike():
     """With many envs per member the vector step's gradient steps run under a loop (one copy of
     the update in the program), with one env they are unrolled (no loop on the latency-bound
     path); either way the training is the same."""
-    env, train, algorithm = _two_env_run(updates_per_step=3)
+    env, train, algorithm = _two_env_run(updates_per_step=2)  # the looped program is the next test's any-length one
     states = {}
     for unrolled in (True, False):
         trainer = make_trainer(train, env, algorithm, donate=False, unroll_updates=unrolled)
@@ -180,7 +173,7 @@ def test_gradient_steps_unrolled_or_looped_train_alike():
         lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6),
         jax.device_get(states[True].agent), jax.device_get(states[False].agent),
     )
-    assert states[False, "size"] < 0.8 * states[True, "size"]  # one update in the program, not three
+    assert states[False, "size"] < 0.8 * states[True, "size"]  # one update in the program, not two
 
 
 def test_a_one_chunk_warmup_runs_in_the_training_program_with_the_same_result():

@@ -10,7 +10,6 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 source benchmarks/gpu/setup.sh
 TESTS=(
-  "tests/test_loop.py::test_chunks_compile_once_and_stay_on_device"
   "tests/test_loop.py::test_every_algorithms_chunk_compiles_once_stays_on_device_and_never_branches"
   "tests/test_chain.py::test_state_structure_is_fixed_and_step_traces_once"
   "tests/test_mjx_solver.py::test_training_env_step_has_no_data_dependent_loop_or_branch"

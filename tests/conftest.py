@@ -7,6 +7,7 @@ import gc
 import os
 import re
 import shlex
+import time
 from pathlib import Path
 
 import pytest
@@ -55,15 +56,25 @@ def tiny_chain_run(tmp_path_factory):
     return run_dir
 
 
-_session: dict = {}
+HEAVY_UNTIL = "MJX_PBAC_HEAVY_UNTIL_MINUTES"
+"""Minutes of the session after which a `heavy` test is skipped instead of started (default 70;
+empty or `inf`: never skipped; 0: every heavy test skipped)."""
+
+_session = {"start": time.monotonic()}
 
 
 def pytest_configure(config):
+    _heavy_minutes()  # a malformed value stops the session before any test, naming it
     config.addinivalue_line(
         "markers",
         "heavy: a slow test among the suite's costliest (device scripts' dry runs, whole Meta-World episodes, films, "
-        "multi-process and multi-device runs, every env family's rollout); run after every other test (docs/testing.md)",
+        "multi-process and multi-device runs, every env family's rollout); run after every other test, and started only "
+        f"within ${HEAVY_UNTIL} minutes of the session's start (docs/testing.md)",
     )
+
+
+def pytest_sessionstart(session):
+    _session["start"] = time.monotonic()
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -75,3 +86,22 @@ def pytest_collection_modifyitems(session, config, items):
     items[:] = [item for item in items if item.get_closest_marker("heavy") is None] + [
         item for item in items if item.get_closest_marker("heavy") is not None
     ]
+
+
+def _heavy_minutes() -> float:
+    raw = os.environ.get(HEAVY_UNTIL, "70").strip()
+    try:
+        minutes = float(raw) if raw else float("inf")
+    except ValueError:
+        minutes = float("nan")
+    if not minutes >= 0:  # NaN included: it would compare as no limit
+        raise pytest.UsageError(f"{HEAVY_UNTIL}={raw!r}: expected a number of minutes >= 0 (or empty or inf: no limit)")
+    return minutes
+
+
+def pytest_runtest_setup(item):
+    if item.get_closest_marker("heavy") is None:
+        return
+    minutes, elapsed = _heavy_minutes(), (time.monotonic() - _session["start"]) / 60
+    if elapsed >= minutes:
+        pytest.skip(f"heavy, and the session has run {elapsed:.0f} of the {minutes:g} minutes {HEAVY_UNTIL} gives heavy tests to start")

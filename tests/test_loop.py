@@ -138,10 +138,11 @@ def test_every_algorithms_chunk_compiles_once_stays_on_device_and_never_branches
         for length in (1, 7):  # shorter chunks, as a run's first (its probe) and its last
             state, _ = trainer.chunk_program("train", length)(state)
         result = trainer.evaluate(state)
-    assert trainer.any_length and trainer.warmup_chunk.program is trainer.train_chunk.program
+    assert trainer.any_length == (jax.devices()[0].platform == "cpu")
+    assert trainer.warmup_chunk.program is trainer.train_chunk.program  # one-chunk warm-up: fused on a GPU
     assert trainer.train_chunk._cache_size() == 1
     stats = program_stats(trainer.train_chunk.lower(state).compile())
-    assert stats["data_dependent_loops"] == stats["conditionals"] == 1, (name, stats)
+    assert stats["data_dependent_loops"] == stats["conditionals"] == trainer.any_length, (name, stats)
     assert np.all(np.isfinite(np.asarray(metrics["critic_loss"]))) and np.asarray(state.updates).tolist() == [1008, 1008]
     assert np.asarray(state.env_steps).tolist() == [2008, 2008]
     chex.assert_shape(result["returns"], (2, config.train.eval_episodes))

@@ -134,8 +134,9 @@ class Trainer(NamedTuple):
     """A chunk of training: the algorithm acts, `updates_per_step` gradient steps per vector
     step. Metrics are [M] (or [M, iterations] for "visit/..." keys)."""
     evaluate: Callable[[TrainState], dict]
-    """evaluate(state) -> {"returns": [M, E], "lengths": [M, E]}, with keys from each member's
-    seed and step count (evaluation never consumes training randomness). For an env that reports
+    """evaluate(state) -> {"returns": [M, E], "lengths": [M, E], "steps": [M]}, with keys from
+    each member's seed and step count (evaluation never consumes training randomness); `steps`:
+    the env steps it ran, until every episode had ended (at most the episode length). For an env that reports
     success, the host reads an episode's success as return > 0 (`runner`)."""
     update_chunk: Callable[[TrainState], tuple[TrainState, dict]]
     """Only the gradient steps of a training chunk (no env step): `train.py profile` times it
@@ -149,8 +150,8 @@ class Trainer(NamedTuple):
     """snapshot(snapshots, state, slot) -> snapshots with the state's policy in slot `slot` (a
     copy: the state's buffers go on to the next chunk; `snapshots` is donated)."""
     evaluate_snapshots: Callable[[Any], dict] | None = None
-    """evaluate_snapshots(snapshots) -> {"returns": [M, P, E], "lengths": [M, P, E]}: every slot
-    evaluated as `evaluate` would have evaluated its state, in one program."""
+    """evaluate_snapshots(snapshots) -> {"returns": [M, P, E], "lengths": [M, P, E], "steps":
+    [M, P]}: every slot evaluated as `evaluate` would have evaluated its state, in one program."""
     record: Callable[[Any], dict] | None = None
     """record(policy) -> `evaluate`'s episodes of a `Policy` (leaves [M, ...]) with what each
     step shows: {"returns": [M, E], "lengths": [M, E], "frames": the env's `render_fields`, leaves
@@ -437,9 +438,21 @@ def make_trainer(
 
         zeros = jp.zeros((train.eval_episodes,))
         carry = (states, zeros, zeros.astype(jp.int32), jp.ones((train.eval_episodes,), bool))
-        (_, returns, lengths, _), stepped = jax.lax.scan(step, carry, None, length=env.episode_length)
         if not record:
-            return {"returns": returns, "lengths": lengths}
+            # Stepping stops once every episode has ended (an untrained hopper falls within tens of
+            # steps); the steps after an episode's end add nothing to its return, so stopping
+            # early changes no value. Under vmap the loop runs until every batched one is done.
+            def going(loop):
+                steps, (_, _, _, alive) = loop
+                return jp.logical_and(steps < env.episode_length, jp.any(alive))
+
+            def advance(loop):
+                steps, carry = loop
+                return steps + 1, step(carry, None)[0]
+
+            steps, (_, returns, lengths, _) = jax.lax.while_loop(going, advance, (jp.int32(0), carry))
+            return {"returns": returns, "lengths": lengths, "steps": steps}
+        (_, returns, lengths, _), stepped = jax.lax.scan(step, carry, None, length=env.episode_length)
         first = fields(states)  # [E, ...], then [T, E, ...] after each step: [T + 1, E, ...]
         frames = jax.tree.map(lambda a, b: jp.concatenate([a[None], b]), first, stepped)
         return {"returns": returns, "lengths": lengths, "frames": frames}

@@ -163,7 +163,7 @@ def restore(
 
 
 def evaluate(restored: Restored) -> dict[str, np.ndarray]:
-    """{"returns": [M, E], "lengths": [M, E]} of every member's policy: the run's own evaluation
+    """{"returns": [M, E], "lengths": [M, E], "steps": [M]} of every member's policy: the run's own evaluation
     program (its episodes keyed by each member's seed and the checkpoint's env steps, so the
     checkpoint's own evaluation comes out as the run logged it)."""
     trainer = restored.parts.trainer

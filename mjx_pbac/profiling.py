@@ -210,11 +210,14 @@ def _measure_one(config: RunConfig, settings: ProfileSettings, report: dict[str,
         "members": members, "episodes": train.eval_episodes, "episode_length": env.episode_length, "points": train.eval_batch,
     })
     tick = time.perf_counter()
-    jax.block_until_ready(programs["evaluate"](state))
+    result = jax.block_until_ready(programs["evaluate"](state))
     eval_seconds = time.perf_counter() - tick
-    eval_steps = members * train.eval_episodes * env.episode_length
+    # Every member's episodes step together until the last has ended (at most the episode length).
+    steps = int(jax.device_get(result["steps"]).max())
+    eval_steps = members * train.eval_episodes * steps
     report["evaluation"] = {
         "episodes": train.eval_episodes,
+        "steps": steps,
         "env_steps": eval_steps,
         "seconds": eval_seconds,
         "env_steps_per_s": eval_steps / eval_seconds,

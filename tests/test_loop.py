@@ -84,6 +84,19 @@ def test_termination_is_stored_as_terminated_with_its_final_obs():
     assert int(metrics["episodes"]) == 2 and float(metrics["return_sum"]) == 12.0  # 2 x (1+2+3)
 
 
+def test_evaluation_stops_once_every_episode_has_ended_with_the_same_returns():
+    """The counting env pays 1, 2, 3, ... per step: episodes that end at step 3 return 6 after 3
+    of the 5 steps an episode may last, and the evaluation stops there; untruncated ones run all 5
+    (return 15). Both as one program and as the batched snapshots' program (slots vmapped)."""
+    for terminate_at, steps, total in ((None, 5, 15.0), (3, 3, 6.0)):
+        trainer, state = _counting_trainer(terminate_at=terminate_at, num_envs=2, chunk_steps=8)
+        result = _member(trainer.evaluate(state))
+        assert result["lengths"].tolist() == [steps, steps] and result["returns"].tolist() == [total, total]
+        assert int(result["steps"]) == steps, terminate_at
+    batched = _member(trainer.evaluate_snapshots(trainer.init_snapshots(state)))  # [P, E]: one slot here
+    assert batched["lengths"].tolist() == [[3, 3]] and batched["returns"].tolist() == [[6.0, 6.0]] and batched["steps"].tolist() == [3]
+
+
 def test_sampling_counter_and_env_steps_advance_per_vector_step():
     trainer, state = _counting_trainer(terminate_at=None, num_envs=2, chunk_steps=16)
     state, _ = trainer.warmup_chunk(state)

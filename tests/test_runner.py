@@ -321,7 +321,10 @@ def test_profile_command_writes_a_throughput_report(tmp_path, capsys):
     assert compiled, printed
     assert [float(x) for x in compiled.groups()[:4]] == [round(report["compile_s"][n], 1) for n in ("train", "warmup", "update", "evaluate")]
     assert report["compile_wall_s"]["all"] >= sum(report["compile_s"].values()) and report["compile_wall_s"]["threads"] == 1
-    assert re.search(r"evaluation: 4 episodes per member in \S+ s", printed)
+    assert re.search(r"evaluation: 4 episodes per member, [\d,]+ steps, in \S+ s", printed)
+    evaluation, length = report["evaluation"], re.search(r"evaluating 4 episodes of up to ([\d,]+) steps", printed)
+    assert evaluation["steps"] == int(length.group(1).replace(",", "")) > 1  # the chain's episodes never end early
+    assert evaluation["env_steps"] == 4 * evaluation["steps"]
     assert report["device"]["platform"] == jax.devices()[0].platform
     assert report["measure"] == {"chunk_env_steps": 50, "vector_steps_per_chunk": 50, "updates_per_chunk": 50, "timed_chunks": 2}
     assert set(report["compile_s"]) == {"train", "warmup", "update", "evaluate"}
@@ -366,7 +369,7 @@ def test_profile_command_writes_a_throughput_report(tmp_path, capsys):
     assert lines[0].startswith("device: ") and lines[1].startswith("chain on ") and lines[2] == "  measured: compiling train, update, evaluate ..."
     throughput = next(i for i, line in enumerate(lines) if " env steps/s, " in line)
     assert throughput < next(i for i, line in enumerate(lines) if line.startswith("  measured: evaluating 4 episodes of "))
-    assert lines[-1] == f"wrote {out}" and "  measured: evaluation: 4 episodes per member in " in lines[-2]
+    assert lines[-1] == f"wrote {out}" and "  measured: evaluation: 4 episodes per member, " in lines[-2]
     if report["any_length"]:
         num_envs = report["config"]["train"]["num_envs"]
         assert report["sized"]["vector_steps"] == 1 and report["sized"]["probe_seconds_per_vector_step"] > 0

@@ -116,14 +116,14 @@ class _Printer:
         elif stage == "evaluating":
             points = f", then {info['points']} points in one program" if info["points"] > 1 else ""
             print(
-                f"{name}: evaluating {info['episodes']} episodes of {info['episode_length']:,} steps for each of "
+                f"{name}: evaluating {info['episodes']} episodes of up to {info['episode_length']:,} steps for each of "
                 f"{info['members']} members{points} ...", flush=True,
             )
         elif stage == "evaluated":
             evaluation = info["evaluation"]
             batched = evaluation.get("batched")
             print(
-                f"{name}: evaluation: {evaluation['episodes']} episodes per member in {evaluation['seconds']:.2f} s"
+                f"{name}: evaluation: {evaluation['episodes']} episodes per member, {evaluation['steps']:,} steps, in {evaluation['seconds']:.2f} s"
                 + (
                     f"; {batched['points']} points in one program {batched['seconds']:.2f} s, {batched['seconds_per_point']:.2f} s "
                     f"per point ({batched['speedup_per_point']:.2f}x)" if batched else ""

@@ -173,10 +173,14 @@ def test_the_discount_and_weight_decay_are_knobs_of_every_algorithm_and_checked(
 # -- where the options are on (docs/design.md "Recipe options beyond the paper") ----------------
 
 # Profiles whose networks learn LayerNorm's scale and bias, in the sections they set (pbac, sac,
-# bootdqn_p): hopper_delayed's CPU evidence, taken to the delayed GPU recipes of Hopper and
-# Humanoid; the Ant ones keep plain, as on ant_delayed on the CPU (docs/evidence/ant-delayed.md).
-AFFINE = {"hopper_delayed_fast_cpu", "hopper_delayed_fast", "hopper_very_delayed_fast", "humanoid_delayed_fast"}
-NORMALISED = {"hopper_delayed_fast_cpu", "hopper_fast_cpu", "ant_delayed_fast_cpu"} | {
+# bootdqn_p): hopper_delayed's CPU evidence, taken to its GPU recipes and to Humanoid's recipe
+# (the hopper delayed recipe per seed) and its GPU recipes; the Ant ones keep plain, as on
+# ant_delayed on the CPU (docs/evidence/ant-delayed.md).
+AFFINE = {
+    "hopper_delayed_fast_cpu", "hopper_delayed_fast", "hopper_very_delayed_fast",
+    "humanoid_fast_cpu", "humanoid_fast", "humanoid_delayed_fast",
+}
+NORMALISED = {"hopper_delayed_fast_cpu", "hopper_fast_cpu", "ant_delayed_fast_cpu", "humanoid_fast_cpu"} | {
     f"{robot}{task}_fast" for robot in ("ant", "hopper", "humanoid") for task in ("", "_delayed", "_very_delayed")
 } - {"humanoid_very_delayed_fast"}
 
@@ -243,6 +247,8 @@ GPU_RECIPES = {
     "ant_delayed_fast": "ant_delayed_fast_cpu",
     "ant_fast": "ant_delayed_fast_cpu",
     "ant_very_delayed_fast": "ant_delayed_fast_cpu",
+    "humanoid_fast": "humanoid_fast_cpu",
+    "humanoid_delayed_fast": "humanoid_fast_cpu",
 }
 PER_TASK = ("bootstrap_rate", "posterior_sampling_rate", "prior_variance", "prior_scale")
 """The paper's per-task settings (Table 5 and the baselines' tables): each profile takes its task's."""
@@ -273,7 +279,9 @@ def test_each_gpu_profile_is_its_cpu_recipe_per_seed(gpu, recipe):
 
 
 # The GPU profiles that train their robot's other tasks as members of the same program, and those tasks.
-GPU_TASKS = {"ant_delayed_fast": ("ant", "ant_very_delayed"), "hopper_delayed_fast": ("hopper_very_delayed",)}
+GPU_TASKS = {
+    "ant_delayed_fast": ("ant", "ant_very_delayed"), "hopper_delayed_fast": ("hopper_very_delayed",), "humanoid_delayed_fast": ("humanoid",),
+}
 
 
 @pytest.mark.parametrize("algo", ["pbac", "bootdqn_p"])

@@ -174,8 +174,35 @@ def _jaxlib_version() -> str:
         return "not installed"
 
 
+def host_description(cpuinfo: str | None = None) -> dict[str, Any]:
+    """The host's CPU: its model, its core count and a short digest of its instruction-set flags.
+    XLA compiles a CPU program for the host's instruction set, so two hosts may round the same
+    program differently; the digest tells whether two runs' CPUs could compute alike. `cpuinfo`:
+    /proc/cpuinfo's text (read when None; on a system without it, the model alone)."""
+    if cpuinfo is None:
+        try:
+            with open("/proc/cpuinfo") as file:
+                cpuinfo = file.read()
+        except OSError:
+            cpuinfo = ""
+    fields: dict[str, str] = {}
+    for line in cpuinfo.splitlines():
+        name, _, value = line.partition(":")
+        fields.setdefault(name.strip(), value.strip())
+    import hashlib
+    import platform
+
+    flags = fields.get("flags", "")
+    return {
+        "cpu": fields.get("model name") or platform.processor() or platform.machine(),
+        "cores": os.cpu_count(),
+        "cpu_flags": hashlib.sha256(" ".join(sorted(flags.split())).encode()).hexdigest()[:12] if flags else None,
+    }
+
+
 def device_description(layout: Layout | None = None) -> dict[str, Any]:
-    """The device kind and count, and (given a layout) how many of them the run uses."""
+    """The device kind and count, the host's CPU (`host_description`), and (given a layout) how
+    many of the devices the run uses."""
     device = jax.devices()[0]
     record = {
         "platform": device.platform,
@@ -183,6 +210,7 @@ def device_description(layout: Layout | None = None) -> dict[str, Any]:
         "device_count": jax.device_count(),
         "process_count": jax.process_count(),
         "jax": jax.__version__,
+        "host": host_description(),
     }
     if layout is not None:
         record.update(devices_used=layout.devices, padded_members=layout.padded)

@@ -74,6 +74,19 @@ def test_one_process_joins_nothing():
     assert devices.broadcast_text("runs/x") == "runs/x"
 
 
+def test_the_host_cpu_is_described_with_a_digest_of_its_instruction_set():
+    """Two hosts whose flags differ (here AVX-512 present or not) get different digests; the
+    order of the flags does not matter; a host without /proc/cpuinfo's fields still names a CPU."""
+    text = "processor\t: 0\nmodel name\t: AMD EPYC\nflags\t\t: fpu sse2 avx2{}\n\nprocessor\t: 1\nmodel name\t: other\n"
+    plain, wide = devices.host_description(text.format("")), devices.host_description(text.format(" avx512f"))
+    assert plain["cpu"] == wide["cpu"] == "AMD EPYC" and plain["cores"] == os.cpu_count()
+    assert plain["cpu_flags"] != wide["cpu_flags"] and len(plain["cpu_flags"]) == 12
+    assert devices.host_description(text.format("").replace("sse2 avx2", "avx2 sse2"))["cpu_flags"] == plain["cpu_flags"]
+    bare = devices.host_description("")
+    assert bare["cpu"] and bare["cpu_flags"] is None
+    assert devices.device_description()["host"] == devices.host_description()
+
+
 def test_how_many_devices_a_run_uses():
     assert devices.devices_used(members=10, devices=0, available=8) == 8
     assert devices.devices_used(members=3, devices=0, available=8) == 3  # never more than members

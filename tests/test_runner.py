@@ -100,7 +100,7 @@ def reference_run(tiny_chain_run):
 def test_run_writes_config_logs_tensorboard_checkpoints_and_summary(reference_run):
     config = json.loads((reference_run / "config.json").read_text())
     assert config["profile"] == "chain" and config["config"]["train"]["total_steps"] == 4_000
-    assert config["env_config"]["horizon"] == 100 and config["device"]["platform"]
+    assert config["env_config"]["horizon"] == 100 and config["device"]["platform"] and config["device"]["host"]["cores"] >= 1
     assert [(m["seed"], m["label"]) for m in config["members"]] == [(0, "pbac"), (1, "pbac")]
     metrics = _records(reference_run / "metrics.jsonl")
     assert [(m["env_steps"], m["member"]) for m in metrics] == [(s, i) for s in (1000, 2000, 3000, 4000) for i in (0, 1)]

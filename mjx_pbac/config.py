@@ -104,6 +104,15 @@ class TrainConfig:
     chunk is whole, and only a chunk expected to outlast the target is split). No length costs a
     compile; the training state is bit-identical however a chunk is split, and the metrics' rows
     follow the split. Changeable on resume."""
+    chunk_loop: Literal["auto", "any_length", "fixed_trip"] = "auto"
+    """The form of the chunk programs (`loop.make_trainer`'s `any_length`): any_length runs every
+    chunk, warm-up or training, whole or split, by one program whose trip count and learning flag
+    are arguments; fixed_trip runs whole chunks by programs of the chunk's fixed trip count (no
+    data-dependent loop) and only split chunks by an any-length program, compiled at its first
+    use; auto is any_length on a CPU and fixed_trip elsewhere. The two forms compute the same
+    steps but XLA compiles each its own way, so their float32 results differ in the last bits
+    and two runs drift apart as any two RL runs whose rounding differs; fixed_trip on a CPU runs
+    the programs a GPU runs, to check them there. Changeable on resume."""
     stop_grace_seconds: float = 20.0
     """Seconds a run may take to stop after the first SIGTERM / SIGINT (a cluster's KillWait:
     SLURM's and Kubernetes' default is 30 s). A run whose current chunk (and the checkpoint after

@@ -214,8 +214,10 @@ def make_trainer(
     any-length program of their kind, compiled at its first use (False). On a GPU, a loop whose
     trip count XLA cannot see and a branch read their condition on the host at every trip, a
     few microseconds that matter only for a fast chunk, which runs whole; on a CPU the host runs
-    the loop anyway. None: True on a CPU, False elsewhere."""
+    the loop anyway. None: `train.chunk_loop`, whose auto is True on a CPU, False elsewhere."""
     schedule = Schedule.of(train)
+    if any_length is None and train.chunk_loop != "auto":
+        any_length = train.chunk_loop == "any_length"
     if any_length is None:
         platform = (jax.devices()[0] if mesh is None else mesh.devices.flat[0]).platform
         any_length = platform == "cpu"

@@ -80,7 +80,7 @@ RUNS_ROOT = Path("runs")
 
 CHANGEABLE_ON_RESUME = (
     "total_steps", "eval_interval", "checkpoint_interval", "keep_checkpoints", "progress", "tensorboard", "devices", "platform",
-    "chunk_seconds", "stop_grace_seconds", "eval_batch",
+    "chunk_seconds", "chunk_loop", "stop_grace_seconds", "eval_batch",
 )
 """Train settings `--resume` may change (`python train.py --resume DIR --train.total-steps N`):
 they change neither the state's shapes nor what the steps already taken did (a checkpoint holds

@@ -99,6 +99,8 @@ def test_shorthands_set_their_train_options_and_give_back_a_plain_train_config()
         (["bench-env", "--platform", "gpu"], "error: --platform gpu: JAX loaded its cpu backend, not gpu"),
         (["--resume", "runs/none", "--train.platform", "gpu"], "error: --train.platform gpu: JAX loaded its cpu backend"),
         (["--profile", "chain", "--train.platform", "cuda"], "invalid choice 'cuda' for argument '--train.platform'. Expected one of ('auto', 'cpu', 'gpu', 'tpu')"),
+        (["--profile", "chain", "--train.chunk-loop", "fixed"],
+         "invalid choice 'fixed' for argument '--train.chunk-loop'. Expected one of ('auto', 'any_length', 'fixed_trip')"),
     ],
 )
 def test_bad_command_lines_are_one_line_with_exit_code_2(argv, message):
@@ -112,6 +114,7 @@ def test_bad_command_lines_are_one_line_with_exit_code_2(argv, message):
 def test_resume_changes_only_what_a_resumed_run_may_change():
     changes = cli.resume_changes(["--train.total-steps", "600_000", "--train.progress=False"], "runs/x")
     assert changes == {"total_steps": 600_000, "progress": False}
+    assert cli.resume_changes(["--train.chunk-loop", "fixed_trip"], "runs/x") == {"chunk_loop": "fixed_trip"}
     assert cli.resume_changes([], "runs/x") == {}
 
 

@@ -172,6 +172,20 @@ def _two_env_run(updates_per_step: int):
     return env, train, pbac.make(SMALL, env.observation_size, env.action_size)
 
 
+def test_the_chunk_loop_option_chooses_the_programs_form():
+    """`train.chunk_loop` picks the chunk programs' form (`make_trainer`'s `any_length`): auto
+    follows the platform (any length on a CPU), the other two hold on any platform, and an
+    explicit `any_length` argument (the tests') wins. Building compiles nothing."""
+    env, train, algorithm = _two_env_run(updates_per_step=1)
+    form = {
+        loop: make_trainer(dataclasses.replace(train, chunk_loop=loop), env, algorithm).any_length
+        for loop in ("auto", "any_length", "fixed_trip")
+    }
+    assert form == {"auto": jax.devices()[0].platform == "cpu", "any_length": True, "fixed_trip": False}
+    fixed = make_trainer(dataclasses.replace(train, chunk_loop="fixed_trip"), env, algorithm, any_length=True)
+    assert fixed.any_length and fixed.warmup_chunk.program is fixed.train_chunk.program
+
+
 def test_gradient_steps_unrolled_or_looped_train_alike():
     """With many envs per member the vector step's gradient steps run under a loop (one copy of
     the update in the program), with one env they are unrolled (no loop on the latency-bound

@@ -103,6 +103,8 @@ class MjxEnv(Env):
         self._solver_loop = solver_loop
         self._mjx_model = mjx.put_model(mj_model)
         self._frame_skip = frame_skip
+        # `physics_step`'s trace, kept by jax.jit and shared by the copies `with_task` makes
+        self._traced_physics_step = jax.jit(self._physics_step, inline=True)
         ctrl_range = mj_model.actuator_ctrlrange.astype("float32")
         self._ctrl_low = jp.asarray(ctrl_range[:, 0])
         self._ctrl_high = jp.asarray(ctrl_range[:, 1])
@@ -182,7 +184,13 @@ class MjxEnv(Env):
         return {"qpos": data.qpos, "mocap_pos": data.mocap_pos, "mocap_quat": data.mocap_quat}
 
     def physics_step(self, data: mjx.Data, ctrl: jax.Array) -> mjx.Data:
-        """Holds `ctrl` for `frame_skip` physics substeps (Gymnasium's `do_simulation`)."""
+        """Holds `ctrl` for `frame_skip` physics substeps (Gymnasium's `do_simulation`).
+
+        Traced once per shape: the training and the evaluation programs share the trace, which
+        is inlined into each (`jax.jit(..., inline=True)`, the same program as tracing it anew)."""
+        return self._traced_physics_step(data, ctrl)
+
+    def _physics_step(self, data: mjx.Data, ctrl: jax.Array) -> mjx.Data:
         data = data.replace(ctrl=ctrl)
 
         def substep(data: mjx.Data, _: Any) -> tuple[mjx.Data, None]:

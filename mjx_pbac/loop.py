@@ -330,6 +330,9 @@ def make_trainer(
         metrics accumulate in the loop: the episodes' sums, the update metrics' means over the
         iterations, the first iteration in the goal, and the visits in rows of `whole` (the first
         `length` written)."""
+        # One trace of the iteration for both uses: its shapes here and the loop's body below
+        # (`jax.jit`'s trace cache; the nested program is inlined when compiled).
+        iteration = jax.jit(iteration, inline=True)
         _, episodes, update_metrics, visit = jax.eval_shape(iteration, state)
         zeros = lambda tree: jax.tree.map(lambda s: jp.zeros(s.shape, s.dtype), tree)  # noqa: E731
         visits = jax.tree.map(lambda s: jp.zeros((whole, *s.shape), s.dtype), visit)

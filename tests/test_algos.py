@@ -14,6 +14,7 @@ import pytest
 
 import envs
 import train as cli
+from envs.base import MjxEnv
 from mjx_pbac import algos
 from mjx_pbac.algos.base import knob_names, stack_configs
 from mjx_pbac.config import RunConfig
@@ -99,10 +100,14 @@ MANY_DIMENSIONAL = {
 @pytest.mark.parametrize(
     "algo, env", [(algo, "cartpole_swingup_sparse" if algo == "pbac" else "deep_chain_10") for algo in ALGORITHMS if algo != "td3"]
 )  # TD3, the example: chain only
-def test_every_algorithm_trains_on_a_many_dimensional_env_through_the_command(algo, env, tmp_path):
+def test_every_algorithm_trains_on_a_many_dimensional_env_through_the_command(algo, env, tmp_path, monkeypatch):
     """2 seeds of 2 instances, warm-up then training, and whole greedy evaluation episodes: on the
     deep chain 100 + 100 steps and one 100-step episode; on cartpole fast.sh's dry run (40 + 80
-    steps, two 20-step episodes)."""
+    steps, two 20-step episodes), whose training and evaluation programs share one trace of the
+    physics step (`MjxEnv.physics_step`)."""
+    traces = []
+    physics_step = MjxEnv._physics_step
+    monkeypatch.setattr(MjxEnv, "_physics_step", lambda self, *args: traces.append(1) or physics_step(self, *args))
     length, observations, fields = MANY_DIMENSIONAL[env]
     assert envs.make(env).observation_size == observations
     run_dir = tmp_path / algo
@@ -126,6 +131,7 @@ def test_every_algorithm_trains_on_a_many_dimensional_env_through_the_command(al
     assert evaluation["lengths"] == [length] * episodes and np.isfinite(evaluation["return_mean"])
     if env == "cartpole_swingup_sparse":
         assert 0.0 <= evaluation["return_mean"] <= length  # sparse {0, 1} rewards
+        assert len(traces) == 1 and set(summary["compiles"]) >= {"chunk", "evaluate_snapshots"}, (traces, summary["compiles"])
     trained = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     trained = [record for record in trained if record["phase"] == "train"]
     assert len(trained) == rows and all(r["updates_per_s"] > 0 and "critic_loss" in r for r in trained)

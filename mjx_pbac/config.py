@@ -180,6 +180,8 @@ class TrainConfig:
         require(self.chunk_seconds >= 0, f"chunk_seconds must be >= 0 (0 runs every chunk whole), got {self.chunk_seconds}")
         require(self.stop_grace_seconds >= 0, f"stop_grace_seconds must be >= 0, got {self.stop_grace_seconds}")
         require(self.devices >= 0, f"devices must be >= 0 (0 uses every visible device), got {self.devices}")
+        loops = ("auto", "any_length", "fixed_trip")
+        require(self.chunk_loop in loops, f"chunk_loop must be one of {', '.join(loops)}, got {self.chunk_loop!r}")
         require(
             self.seed + self.num_seeds - 1 <= INT32_MAX,
             f"the seeds seed..seed+num_seeds-1 = {self.seed}..{self.seed + self.num_seeds - 1} must lie in "

@@ -184,6 +184,20 @@ def test_the_chunk_loop_option_chooses_the_programs_form():
     assert form == {"auto": jax.devices()[0].platform == "cpu", "any_length": True, "fixed_trip": False}
     fixed = make_trainer(dataclasses.replace(train, chunk_loop="fixed_trip"), env, algorithm, any_length=True)
     assert fixed.any_length and fixed.warmup_chunk.program is fixed.train_chunk.program
+    with pytest.raises(ValueError, match="chunk_loop must be one of auto, any_length, fixed_trip, got 'fixed'"):
+        dataclasses.replace(train, chunk_loop="fixed")
+
+
+def test_a_chunk_traces_its_iteration_once(monkeypatch):
+    """The loop's carry takes its shapes from the body's own trace (`jax.jit(..., inline=True)`),
+    so lowering a chunk program traces the env step once, not twice. Lowering compiles nothing."""
+    env, train, algorithm = _two_env_run(updates_per_step=1)
+    traces = []
+    step = type(env).step
+    monkeypatch.setattr(type(env), "step", lambda self, *args: traces.append(1) or step(self, *args))
+    trainer = make_trainer(train, env, algorithm, donate=False, any_length=False)
+    trainer.train_chunk.lower(_one_member(trainer))
+    assert len(traces) == 1
 
 
 def test_gradient_steps_unrolled_or_looped_train_alike():

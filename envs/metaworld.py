@@ -253,6 +253,8 @@ class MetaWorldTask(MjxEnv):
         goal = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_SITE, "goal")
         self._goal_site = goal if goal >= 0 and model.site_bodyid[goal] == 0 else None
         """The world's "goal" site, which Meta-World moves to the target for its pictures."""
+        # `simulate`'s trace, kept by jax.jit (the episode's model is built inside it from body_pos)
+        self._traced_simulate = jax.jit(self._simulate, inline=True)
         self._random_low = jp.asarray(self.random_low, jp.float32)
         self._random_high = jp.asarray(self.random_high, jp.float32)
 
@@ -381,8 +383,16 @@ class MetaWorldTask(MjxEnv):
             ctrl=jp.stack([action[3], -action[3]]),
         )
 
-    def simulate(self, model: mjx.Model, data: mjx.Data) -> mjx.Data:
-        """5 physics steps, then the positions of the state reached (Meta-World's `mj_forward`)."""
+    def simulate(self, body_pos: jax.Array, data: mjx.Data) -> mjx.Data:
+        """5 physics steps of the episode's model (the moved body at `body_pos`), then the
+        positions of the state reached (Meta-World's `mj_forward`).
+
+        Traced once per shape, like `MjxEnv.physics_step`: the training and the evaluation
+        programs share the trace, which is inlined into each."""
+        return self._traced_simulate(body_pos, data)
+
+    def _simulate(self, body_pos: jax.Array, data: mjx.Data) -> mjx.Data:
+        model = self.model_for(body_pos)
 
         def substep(data: mjx.Data, _: Any) -> tuple[mjx.Data, None]:
             return mjx.step(model, data), None
@@ -393,8 +403,7 @@ class MetaWorldTask(MjxEnv):
 
     def step(self, state: State, action: jax.Array) -> State:
         info = state.info
-        model = self.model_for(info["body_pos"])
-        data = self.simulate(model, self.apply_action(state.pipeline_state, action))
+        data = self.simulate(info["body_pos"], self.apply_action(state.pipeline_state, action))
         frame = self.frame(data)
         obs = self.clip_observation(jp.concatenate([frame, info["prev_frame"], self.goal_observation(info["target"])]))
         success = self.success(data, obs, info["target"]).astype(jp.float32)

@@ -215,10 +215,14 @@ def test_drawer_open_physics_and_scripted_policy_follow_meta_world(recorded):
 
 @pytest.mark.slow
 @pytest.mark.heavy
-def test_pbac_trains_on_reach_through_the_one_command(tmp_path):
-    """`train.py --profile mw_reach` with tiny sizes: runs, logs success rates, and writes them."""
+def test_pbac_trains_on_reach_through_the_one_command(tmp_path, monkeypatch):
+    """`train.py --profile mw_reach` with tiny sizes: runs, logs success rates, and writes them;
+    its training and evaluation programs share one trace of the physics (`simulate`)."""
     import train as cli
 
+    traces = []
+    simulate = mw.MetaWorldTask._simulate
+    monkeypatch.setattr(mw.MetaWorldTask, "_simulate", lambda self, *args: traces.append(1) or simulate(self, *args))
     cli.main(
         [
             "--profile", "mw_reach",
@@ -242,6 +246,7 @@ def test_pbac_trains_on_reach_through_the_one_command(tmp_path):
     assert records and all(0.0 <= r["success_rate"] <= 1.0 for r in records)
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert "success_rate" in summary["final_eval"]
+    assert len(traces) == 1 and set(summary["compiles"]) >= {"chunk", "evaluate"}, (traces, summary["compiles"])
 
 
 def test_body_tree_barriers_change_no_result_and_are_restored():

@@ -28,7 +28,7 @@ import mujoco
 from brax.envs.base import Env, State
 from mujoco import mjx
 
-from envs import mjx_solver
+from envs import mjx_math, mjx_solver
 
 __all__ = ["Env", "MjxEnv", "PhysicsConfig", "State"]
 
@@ -60,6 +60,9 @@ class PhysicsConfig:
     solver_loop: str = "fixed"
     """"fixed": the solver runs exactly `iterations` trips (`envs.mjx_solver`: no loop whose trip
     count depends on data, no branch; same result); "while": MJX's own `lax.while_loop`."""
+    math: str = "auto"
+    """MJX's quaternion math: "compact" (`envs.mjx_math`: one small matrix product each, fewer
+    operations to compile), "mjx" (MJX's own element-wise form), "auto" (compact on a CPU)."""
 
     def __post_init__(self) -> None:
         if self.integrator is not None and self.integrator not in _INTEGRATORS:
@@ -68,6 +71,8 @@ class PhysicsConfig:
             raise ValueError(f"unknown solver {self.solver!r}; valid: {sorted(_SOLVERS)}")
         if self.solver_loop not in _SOLVER_LOOPS:
             raise ValueError(f"unknown solver_loop {self.solver_loop!r}; valid: {', '.join(_SOLVER_LOOPS)}")
+        if self.math not in mjx_math.FORMS:
+            raise ValueError(f"unknown math {self.math!r}; valid: {', '.join(mjx_math.FORMS)}")
         for name in ("iterations", "ls_iterations"):
             value = getattr(self, name)
             if value is not None and value < 1:
@@ -96,11 +101,14 @@ class MjxEnv(Env):
     """The model camera a video of this env is filmed from by default (`render_fields`); None:
     the model's first camera, or MuJoCo's free camera when it has none."""
 
-    def __init__(self, mj_model: mujoco.MjModel, frame_skip: int, solver_loop: str = "fixed"):
+    def __init__(self, mj_model: mujoco.MjModel, frame_skip: int, solver_loop: str = "fixed", math: str = "auto"):
         if solver_loop == "fixed":
             mjx_solver.check_mjx_version()  # fail at construction, not deep inside a trace
+        if math != "mjx":  # "auto" too: which form it takes is known only when traced
+            mjx_math.check_mjx_version()
         self._mj_model = mj_model
         self._solver_loop = solver_loop
+        self._math = math
         self._mjx_model = mjx.put_model(mj_model)
         self._frame_skip = frame_skip
         # `physics_step`'s trace, kept by jax.jit and shared by the copies `with_task` makes
@@ -158,8 +166,9 @@ class MjxEnv(Env):
         """
         model = self._mjx_model
         data = mjx.make_data(model).replace(qpos=qpos, qvel=qvel)
-        for stage in (mjx.kinematics, mjx.com_pos, mjx.transmission, mjx.com_vel, mjx.fwd_actuation):
-            data = stage(model, data)
+        with self.solver_context():
+            for stage in (mjx.kinematics, mjx.com_pos, mjx.transmission, mjx.com_vel, mjx.fwd_actuation):
+                data = stage(model, data)
         return data.replace(qpos=qpos)
 
     def full_data_from_state(self, qpos: jax.Array, qvel: jax.Array) -> mjx.Data:
@@ -171,8 +180,14 @@ class MjxEnv(Env):
 
     def solver_context(self) -> contextlib.AbstractContextManager:
         """Active while MJX is traced: the fixed-trip constraint solve (`envs.mjx_solver`) unless
-        the env was configured with `solver_loop="while"`."""
-        return mjx_solver.fixed_trip_solver() if self._solver_loop == "fixed" else contextlib.nullcontext()
+        the env was configured with `solver_loop="while"`, and the compact quaternion math
+        (`envs.mjx_math`) where the env's `math` setting gives it."""
+        stack = contextlib.ExitStack()
+        if self._solver_loop == "fixed":
+            stack.enter_context(mjx_solver.fixed_trip_solver())
+        if mjx_math.compact_for(self._math):
+            stack.enter_context(mjx_math.compact_math())
+        return stack
 
     # -- rendering (mjx_pbac/video.py) ------------------------------------------------------------
     def render_fields(self, state: State) -> dict[str, jax.Array]:

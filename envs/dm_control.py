@@ -104,6 +104,9 @@ class DMControlConfig:
     solver_loop: str = "fixed"
     """"fixed": the solver runs exactly `iterations` trips, no data-dependent loop or branch
     (`envs.mjx_solver`; same physics, measured in docs/environments.md "Physics changes, and their measured effect"); "while": MJX's own while loop."""
+    math: str = "auto"
+    """MJX's quaternion math: "compact" (`envs.mjx_math`: fewer operations to compile, the same
+    physics to float32 rounding), "mjx" (MJX's own element-wise form), "auto" (compact on a CPU)."""
     target_size: float = 0.015
     """Reacher only: radius of the target (hard 0.015; DM Control's easy task uses 0.05)."""
 
@@ -122,6 +125,7 @@ class DMControlConfig:
             iterations=self.iterations,
             ls_iterations=self.ls_iterations,
             solver_loop=self.solver_loop,
+            math=self.math,
         )
 
 
@@ -148,7 +152,7 @@ class DMControlTask(MjxEnv):
         # data.energy (never read by the tasks) and does not change the dynamics.
         mj_model.opt.enableflags &= ~int(mujoco.mjtEnableBit.mjENBL_ENERGY)
         self.config.physics.apply(mj_model)
-        super().__init__(mj_model, self.frame_skip, self.config.solver_loop)
+        super().__init__(mj_model, self.frame_skip, self.config.solver_loop, self.config.math)
 
     # -- per task -------------------------------------------------------------------------------
     def sample_initial_state(self, rng: jax.Array) -> tuple[mjx.Data, dict]:

@@ -71,6 +71,9 @@ class LocomotionConfig:
     solver_loop: str = "fixed"
     """"fixed": the solver runs exactly `iterations` trips, no data-dependent loop or branch
     (`envs.mjx_solver`; same physics, measured in docs/environments.md "Physics changes, and their measured effect"); "while": MJX's own while loop."""
+    math: str = "auto"
+    """MJX's quaternion math: "compact" (`envs.mjx_math`: fewer operations to compile, the same
+    physics to float32 rounding), "mjx" (MJX's own element-wise form), "auto" (compact on a CPU)."""
 
     def __post_init__(self) -> None:
         # Checked here, so `envs.config_of` rejects a bad value before any model is built.
@@ -90,6 +93,7 @@ class LocomotionConfig:
             iterations=self.iterations,
             ls_iterations=self.ls_iterations,
             solver_loop=self.solver_loop,
+            math=self.math,
         )
 
 
@@ -122,7 +126,7 @@ class Locomotion(MjxEnv):
         self.episode_length = config.episode_length
         mj_model = mujoco.MjModel.from_xml_path(os.path.join(GYMNASIUM_ASSETS, self.xml_file))
         config.physics.apply(mj_model)
-        super().__init__(mj_model, self.frame_skip, config.solver_loop)
+        super().__init__(mj_model, self.frame_skip, config.solver_loop, config.math)
         self._task = self.task_params()
 
     # -- task constants -------------------------------------------------------------------------

@@ -113,6 +113,9 @@ class MetaWorldConfig:
     solver_loop: str = "fixed"
     """"fixed": exactly `iterations` solver trips, no data-dependent loop (`envs.mjx_solver`);
     "while": MJX's own while loop."""
+    math: str = "auto"
+    """MJX's quaternion math: "compact" (`envs.mjx_math`: fewer operations to compile, the same
+    physics to float32 rounding), "mjx" (MJX's own element-wise form), "auto" (compact on a CPU)."""
     cone: str = "pyramidal"
     """Friction cone: "pyramidal" or "elliptic" (Meta-World's files). MJX's Newton solve with
     elliptic cones took 1.25 s per forward pass of window-close on the CPU against 20 ms with
@@ -144,7 +147,8 @@ class MetaWorldConfig:
     @property
     def physics(self) -> PhysicsConfig:
         return PhysicsConfig(
-            solver="newton", iterations=self.iterations, ls_iterations=self.ls_iterations, solver_loop=self.solver_loop
+            solver="newton", iterations=self.iterations, ls_iterations=self.ls_iterations, solver_loop=self.solver_loop,
+            math=self.math,
         )
 
 
@@ -242,7 +246,7 @@ class MetaWorldTask(MjxEnv):
             # MJX notes that the gripper base mesh has a face of > 20 vertices ("may lead to
             # performance issues"); it is Meta-World's mesh, measured as it is (docs/metaworld.md "Model changes for MJX, and their measured effect").
             warnings.filterwarnings("ignore", message='Mesh "eGripperBase" has a coplanar face')
-            super().__init__(model, FRAME_SKIP, self.config.solver_loop)
+            super().__init__(model, FRAME_SKIP, self.config.solver_loop, self.config.math)
         original = metaworld_model.load_model(self.metaworld_name, stand_ins=False, prune_pairs=False)
         self.hand_reset = hand_reset_state(original, self.hand_init_pos)
         self._hand = model.body("hand").id

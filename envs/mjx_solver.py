@@ -45,7 +45,7 @@ def check_mjx_version() -> None:
             f"envs.mjx_solver patches MJX {PINNED_MUJOCO}'s private solver module, but mujoco "
             f"{installed} is installed" + (f" (missing: {', '.join(missing)})" if missing else "")
             + f"; install mujoco=={PINNED_MUJOCO} mujoco-mjx=={PINNED_MUJOCO} (the project's pins), or "
-            "use the env override solver_loop=while (MJX's own solve)"
+            "use the env overrides solver_loop=while math=mjx (MJX's own solve and math)"
         )
 
 

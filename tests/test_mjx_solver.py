@@ -95,7 +95,7 @@ def test_a_wrong_mujoco_version_is_named(monkeypatch):
     monkeypatch.setattr(mujoco, "__version__", "9.9.9")
     with pytest.raises(RuntimeError, match=r"3\.17\.0.*9\.9\.9.*solver_loop=while"):
         envs.make("hopper")
-    envs.make("hopper", solver_loop="while")  # MJX's own solve needs no particular version
+    envs.make("hopper", solver_loop="while", math="mjx")  # MJX's own solve and math need no particular version
 
 
 def test_fixed_trip_solver_restores_mjx_on_exit():
@@ -107,3 +107,61 @@ def test_fixed_trip_solver_restores_mjx_on_exit():
         1 / 0  # noqa: B018 - raises inside the context
     assert (solver.solve, solver._while_loop_scan) == before
     assert mjx.forward  # untouched public API
+
+
+def test_compact_quaternion_math_agrees_with_mjxs_and_is_restored():
+    """envs.mjx_math's products against MJX's element-wise ones on random quaternions (unit and
+    not), vectors and angles: equal to float32 rounding; MJX's functions are back after the
+    context, an exception inside it included."""
+    from mujoco.mjx._src import math as own
+
+    from envs import mjx_math
+
+    keys = jax.random.split(jax.random.PRNGKey(0), 5)
+    u, v = jax.random.normal(keys[0], (64, 4)), jax.random.normal(keys[1], (64, 4))
+    unit = u / jp.linalg.norm(u, axis=-1, keepdims=True)
+    vec, angle = jax.random.normal(keys[2], (64, 3)), jax.random.uniform(keys[3], (64,), minval=-4, maxval=4)
+    before = {name: getattr(own, name) for name in mjx_math._REPLACED}
+    pairs = {
+        "quat_mul": (u, v),
+        "quat_to_mat": (u,),
+        "rotate": (vec, unit),
+        "axis_angle_to_quat": (vec, angle),
+    }
+    assert set(pairs) == set(mjx_math._REPLACED)
+    for name, args in pairs.items():
+        expected = jax.vmap(before[name])(*args)
+        with mjx_math.compact_math():
+            assert getattr(own, name) is getattr(mjx_math, name)
+            got = jax.vmap(getattr(own, name))(*args)
+        np.testing.assert_allclose(np.asarray(got), np.asarray(expected), rtol=2e-6, atol=2e-6, err_msg=name)
+        assert not np.array_equal(np.asarray(got), np.asarray(expected)) or name == "axis_angle_to_quat"  # another form, not MJX's own
+    with pytest.raises(ZeroDivisionError), mjx_math.compact_math():
+        1 / 0  # noqa: B018 - raises inside the context
+    assert {name: getattr(own, name) for name in mjx_math._REPLACED} == before
+
+
+def test_compact_math_shrinks_an_env_step_and_is_chosen_per_device(monkeypatch):
+    """Hopper's batched training step lowered (nothing compiled) with the compact math has at
+    most 75 % of the operations of MJX's own form; "auto" gives the compact form on a CPU and
+    MJX's elsewhere; a bad value and a wrong MJX release are named."""
+    import mujoco
+
+    from envs import mjx_math
+
+    def operations(math):
+        batched = envs.wrap_for_training(envs.make("hopper", math=math), 2)
+        state = jax.eval_shape(batched.reset, jax.random.PRNGKey(0))
+        text = jax.jit(batched.step).lower(state, jax.ShapeDtypeStruct((2, 3), jp.float32)).as_text()
+        return text.count(" = stablehlo.") + text.count(' = "stablehlo.')
+
+    compact, own = operations("compact"), operations("mjx")
+    assert compact <= 0.75 * own, (compact, own)
+    assert mjx_math.compact_for("auto") == (jax.default_backend() == "cpu")
+    monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
+    assert not mjx_math.compact_for("auto") and mjx_math.compact_for("compact") and not mjx_math.compact_for("mjx")
+    with pytest.raises(ValueError, match="unknown math 'fast'; valid: auto, compact, mjx"):
+        envs.make("hopper", math="fast")
+    monkeypatch.setattr(mujoco, "__version__", "9.9.9")
+    with pytest.raises(RuntimeError, match=r"envs.mjx_math .*3\.17\.0.*9\.9\.9.*math=mjx"):
+        envs.make("hopper", solver_loop="while")  # "auto" checks too

@@ -89,7 +89,7 @@ def rotate(vec: jax.Array, quat: jax.Array) -> jax.Array:
     of quat applied to vec)."""
     if len(vec.shape) != 1:
         raise ValueError("vec must have no batch dimensions.")
-    return jp.dot(quat_to_mat(quat), vec)
+    return (quat_to_mat(quat) * vec[None, :]).sum(1)
 
 
 def axis_angle_to_quat(axis: jax.Array, angle: jax.Array) -> jax.Array:

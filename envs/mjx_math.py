@@ -7,7 +7,8 @@ one kernel. They are called for every joint, body and contact, so on Hopper they
 of an env step's operations. `compact_math()` swaps in, while MJX is being traced, the same
 products as one small matrix product each: the quaternions' outer product (16 numbers) times a
 constant table of signs. On a CPU, where an env step's compile costs more than its first minutes
-of stepping, this compiles in about a quarter less time and steps as fast (docs/performance.md).
+of stepping, this compiles in about a quarter less time; Hopper steps faster, Ant and Humanoid
+3-4 % slower (docs/evidence/compact-math-cpu.md).
 
 The values are the same products summed in another order: they agree with MJX's to float32
 rounding (tested), not bit for bit. MJX's own functions are restored on exit. These replace

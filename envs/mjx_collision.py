@@ -32,21 +32,14 @@ import mujoco
 import numpy as np
 from mujoco.mjx._src import collision_convex as mjx_convex
 
-from envs.mjx_solver import PINNED_MUJOCO
+from envs.mjx_solver import require_pinned_mjx
 
 _PRIVATE_NAMES = ("_create_contact_manifold", "_clip", "_project_poly_onto_plane", "_manifold_points")
 
 
 def check_mjx_version() -> None:
     """Raises a clear error when the installed MJX is not the release this module was tested on."""
-    missing = [name for name in _PRIVATE_NAMES if not hasattr(mjx_convex, name)]
-    if mujoco.__version__ != PINNED_MUJOCO or missing:
-        raise RuntimeError(
-            f"envs.mjx_collision patches MJX {PINNED_MUJOCO}'s private collision module, but mujoco "
-            f"{mujoco.__version__} is installed" + (f" (missing: {', '.join(missing)})" if missing else "")
-            + f"; install mujoco=={PINNED_MUJOCO} mujoco-mjx=={PINNED_MUJOCO} (the project's pins), or "
-            "use the env override box_margins=False (MJX's own manifold)"
-        )
+    require_pinned_mjx("envs.mjx_collision", mjx_convex, _PRIVATE_NAMES, "box_margins=False (MJX's own manifold)")
 
 
 def largest_pair_margin(model: mujoco.MjModel) -> float:

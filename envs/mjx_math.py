@@ -22,11 +22,10 @@ from collections.abc import Iterator
 
 import jax
 import jax.numpy as jp
-import mujoco
 import numpy as np
 from mujoco.mjx._src import math as mjx_math
 
-from envs.mjx_solver import PINNED_MUJOCO
+from envs.mjx_solver import require_pinned_mjx
 
 FORMS = ("auto", "compact", "mjx")
 """The `math` env setting: "compact" (this module), "mjx" (MJX's own element-wise form) or
@@ -101,14 +100,7 @@ def axis_angle_to_quat(axis: jax.Array, angle: jax.Array) -> jax.Array:
 
 def check_mjx_version() -> None:
     """Raises a clear error when the installed MJX is not the release this module was tested on."""
-    missing = [name for name in _REPLACED if not hasattr(mjx_math, name)]
-    if mujoco.__version__ != PINNED_MUJOCO or missing:
-        raise RuntimeError(
-            f"envs.mjx_math replaces functions of MJX {PINNED_MUJOCO}'s private math module, but mujoco "
-            f"{mujoco.__version__} is installed" + (f" (missing: {', '.join(missing)})" if missing else "")
-            + f"; install mujoco=={PINNED_MUJOCO} mujoco-mjx=={PINNED_MUJOCO} (the project's pins), or "
-            "use the env override math=mjx (MJX's own math)"
-        )
+    require_pinned_mjx("envs.mjx_math", mjx_math, _REPLACED, "math=mjx (MJX's own math)")
 
 
 def compact_for(form: str) -> bool:

@@ -36,17 +36,23 @@ PINNED_MUJOCO = "3.17.0"
 _PRIVATE_NAMES = ("Context", "_linesearch", "_update_constraint", "_update_gradient", "_rescale", "_while_loop_scan", "solve")
 
 
+def require_pinned_mjx(patcher: str, module: Any, names: tuple[str, ...], fallback: str) -> None:
+    """Raises a clear error when the installed MJX is not the release whose private `module`
+    the module `patcher` replaces parts of, or lacks one of `names`; `fallback` is the env
+    override that does without the patch."""
+    missing = [name for name in names if not hasattr(module, name)]
+    if mujoco.__version__ != PINNED_MUJOCO or missing:
+        raise RuntimeError(
+            f"{patcher} patches MJX {PINNED_MUJOCO}'s private {module.__name__.rsplit('.', 1)[-1]} module, but mujoco "
+            f"{mujoco.__version__} is installed" + (f" (missing: {', '.join(missing)})" if missing else "")
+            + f"; install mujoco=={PINNED_MUJOCO} mujoco-mjx=={PINNED_MUJOCO} (the project's pins), or "
+            f"use the env override {fallback}"
+        )
+
+
 def check_mjx_version() -> None:
     """Raises a clear error when the installed MJX is not the release this module was tested on."""
-    installed = mujoco.__version__
-    missing = [name for name in _PRIVATE_NAMES if not hasattr(mjx_solver, name)]
-    if installed != PINNED_MUJOCO or missing:
-        raise RuntimeError(
-            f"envs.mjx_solver patches MJX {PINNED_MUJOCO}'s private solver module, but mujoco "
-            f"{installed} is installed" + (f" (missing: {', '.join(missing)})" if missing else "")
-            + f"; install mujoco=={PINNED_MUJOCO} mujoco-mjx=={PINNED_MUJOCO} (the project's pins), or "
-            "use the env overrides solver_loop=while math=mjx (MJX's own solve and math)"
-        )
+    require_pinned_mjx("envs.mjx_solver", mjx_solver, _PRIVATE_NAMES, "solver_loop=while math=mjx (MJX's own solve and math)")
 
 
 def scan_while(cond_fun: Callable[[Any], jax.Array], body_fun: Callable[[Any], Any], init_val: Any, max_iter: int) -> Any:

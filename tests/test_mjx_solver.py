@@ -165,3 +165,25 @@ def test_compact_math_shrinks_an_env_step_and_is_chosen_per_device(monkeypatch):
     monkeypatch.setattr(mujoco, "__version__", "9.9.9")
     with pytest.raises(RuntimeError, match=r"envs.mjx_math .*3\.17\.0.*9\.9\.9.*math=mjx"):
         envs.make("hopper", solver_loop="while")  # "auto" checks too
+
+
+@pytest.mark.parametrize(
+    ("module", "private", "override"),
+    [("mjx_solver", "solver", "solver_loop=while"), ("mjx_math", "math", "math=mjx"), ("mjx_collision", "collision_convex", "box_margins=False")],
+)
+def test_each_patch_of_mjx_names_its_module_and_override_on_a_wrong_release(module, private, override, monkeypatch):
+    """The three modules that patch MJX's private parts share one check (`require_pinned_mjx`):
+    a wrong release, or a missing private name, is one error naming the patcher, the private
+    module, what is missing and the env override that does without the patch."""
+    import importlib
+
+    import mujoco
+
+    patcher = importlib.import_module(f"envs.{module}")
+    monkeypatch.setattr(mujoco, "__version__", "9.9.9")
+    with pytest.raises(RuntimeError, match=rf"envs\.{module} patches MJX 3\.17\.0's private {private} module, but mujoco 9\.9\.9 .*{override}"):
+        patcher.check_mjx_version()
+    monkeypatch.setattr(mujoco, "__version__", mjx_solver.PINNED_MUJOCO)
+    patcher.check_mjx_version()  # the pinned release passes
+    with pytest.raises(RuntimeError, match=r"\(missing: gone\)"):
+        mjx_solver.require_pinned_mjx(f"envs.{module}", mjx_solver.mjx_solver, ("gone",), override)

@@ -136,12 +136,18 @@ class MetaWorldConfig:
     and the hand sank through the pressed button). False keeps MJX's manifold."""
     prune_pairs: bool = True
     """Keep only the contact pairs that can touch in the task (`envs.metaworld_model`)."""
+    gripper_hull_vertices: int | None = metaworld_model.GRIPPER_HULL_VERTICES
+    """Cap on the vertices of the gripper mesh's collision hull (the file's has 883; None keeps
+    it): MJX's box-mesh test runs over every face and edge of the hull for every pair
+    (`envs.metaworld_model.GRIPPER_HULL_VERTICES`)."""
 
     def __post_init__(self) -> None:
         if self.episode_length < 1:
             raise ValueError(f"episode_length must be >= 1, got {self.episode_length}")
         if self.cone not in CONES:
             raise ValueError(f"unknown cone {self.cone!r}; valid: {', '.join(CONES)}")
+        if self.gripper_hull_vertices is not None and self.gripper_hull_vertices < 4:
+            raise ValueError(f"gripper_hull_vertices must be None (the file's full hull) or >= 4, got {self.gripper_hull_vertices}")
         self.physics  # noqa: B018 - validates the solver settings
 
     @property
@@ -234,6 +240,7 @@ class MetaWorldTask(MjxEnv):
             stand_ins=self.config.stand_ins,
             capsule_stand_ins=self.config.capsule_stand_ins,
             prune_pairs=self.config.prune_pairs,
+            gripper_hull_vertices=self.config.gripper_hull_vertices,
         )
         self.config.physics.apply(model)
         model.opt.cone = CONES[self.config.cone]
@@ -243,11 +250,11 @@ class MetaWorldTask(MjxEnv):
         if self._margin_limit:
             mjx_collision.check_mjx_version()
         with warnings.catch_warnings():
-            # MJX notes that the gripper base mesh has a face of > 20 vertices ("may lead to
-            # performance issues"); it is Meta-World's mesh, measured as it is (docs/metaworld.md "Model changes for MJX, and their measured effect").
+            # MJX notes that the full hull of the gripper base mesh (`gripper_hull_vertices=None`)
+            # has a face of > 20 vertices ("may lead to performance issues"); the capped hull has none.
             warnings.filterwarnings("ignore", message='Mesh "eGripperBase" has a coplanar face')
             super().__init__(model, FRAME_SKIP, self.config.solver_loop, self.config.math)
-        original = metaworld_model.load_model(self.metaworld_name, stand_ins=False, prune_pairs=False)
+        original = metaworld_model.load_model(self.metaworld_name, stand_ins=False, prune_pairs=False, gripper_hull_vertices=None)
         self.hand_reset = hand_reset_state(original, self.hand_init_pos)
         self._hand = model.body("hand").id
         self._claws = (model.body("rightclaw").id, model.body("leftclaw").id)

@@ -4,7 +4,7 @@ The models are Meta-World's own XML files, read from the installed `metaworld` p
 is copied here) after a sha256 check against `metaworld_assets.sha256` (every file the seven
 tasks load: XMLs, meshes, textures; listed by tracing what MuJoCo opens). `load_model(task)`
 returns the model as Meta-World 3.0.0 runs it under mujoco 3.17 (the weld `eq_data` that its
-`reset_mocap_welds` writes, below), plus two edits that `docs/metaworld_model.md` measures:
+`reset_mocap_welds` writes, below), plus three edits that `docs/metaworld_model.md` measures:
 
 - stand-ins (`stand_ins=True`): MJX has no cylinder-box and cylinder-mesh collisions, so the
   cylinder collision geoms of the window handle, the button, the door handle and the reach puck
@@ -20,7 +20,12 @@ returns the model as Meta-World 3.0.0 runs it under mujoco 3.17 (the weld `eq_da
   of its partners as conaffinity), which enter the pair filter and nothing else: the contact
   parameters of the kept pairs (friction, solref, solimp, margin, gap, condim) are computed
   exactly as before, and C MuJoCo steps the pruned model bit-for-bit like the unpruned one as
-  long as no dropped pair would have touched.
+  long as no dropped pair would have touched;
+- the gripper's hull (`gripper_hull_vertices=GRIPPER_HULL_VERTICES`): the hand's collision mesh
+  (`GRIPPER_MESH`, 6,693 vertices) collides through its convex hull, 883 vertices, and MJX's
+  box-mesh separating-axis test runs over all its faces and edges for every pair: 95 % of a
+  Meta-World physics step on a CPU. The mesh's `maxhullvert` caps the hull (qhull keeps the
+  farthest points first), for C MuJoCo and MJX alike; the visual mesh and the inertia are unchanged.
 
 Meta-World 3.0.0 under mujoco 3.17: `SawyerMocapBase.reset_mocap_welds` assigns an 11-value row
 to `model.eq_data[i]`, which has 12 columns now, and crashes; its intent (and what this module
@@ -62,6 +67,14 @@ WELD_EQ_DATA = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, -1.0, 0.0, 0.0, 0.0, 5.0)
 """What Meta-World's `reset_mocap_welds` writes into each weld row of `eq_data` (first 11 columns)."""
 
 PRISM_SIDES = 16
+
+GRIPPER_MESH = "eGripperBase"
+"""The Sawyer hand's mesh, the one colliding mesh of every task (geom `right_hand[0]`)."""
+
+GRIPPER_HULL_VERTICES = 64
+"""The default cap on the gripper hull's vertices (the file's hull has 883). At 64 every vertex of
+the full hull lies within 1.6 mm of the capped hull, and the box-mesh collisions of a window-close
+step cost 21x less on a CPU (docs/metaworld.md "Model changes for MJX, and their measured effect")."""
 
 # Collision geoms are named by `geom_label`: the geom's name, or "<body name>[k]" for the k-th
 # geom of its body (unnamed bodies as "#<body id>"). Ids are stable: the files are hash-pinned.
@@ -302,21 +315,40 @@ def _prune(model: mujoco.MjModel, pairs) -> None:
     model.geom_conaffinity[:] = conaffinity.view(np.int32)
 
 
-def load_model(task: str, *, stand_ins: bool = True, capsule_stand_ins: bool | None = None, prune_pairs: bool = True) -> mujoco.MjModel:
+def _cap_hull(spec: mujoco.MjSpec, vertices: int) -> None:
+    meshes = [mesh for mesh in spec.meshes if mesh.name == GRIPPER_MESH]
+    if len(meshes) != 1:
+        raise ValueError(f"expected one mesh named {GRIPPER_MESH!r} in the model, found {len(meshes)}")
+    meshes[0].maxhullvert = vertices
+
+
+def load_model(
+    task: str,
+    *,
+    stand_ins: bool = True,
+    capsule_stand_ins: bool | None = None,
+    prune_pairs: bool = True,
+    gripper_hull_vertices: int | None = GRIPPER_HULL_VERTICES,
+) -> mujoco.MjModel:
     """The task's model as Meta-World 3.0.0 runs it (weld fix applied), with MJX stand-ins for the
-    cylinders (`stand_ins`) and the capsules (`capsule_stand_ins`, default: as `stand_ins`), and
-    only the geom pairs that can touch as contact candidates (`prune_pairs`). Verifies the
+    cylinders (`stand_ins`) and the capsules (`capsule_stand_ins`, default: as `stand_ins`), only
+    the geom pairs that can touch as contact candidates (`prune_pairs`), and the gripper's
+    collision hull capped at `gripper_hull_vertices` (None: the file's full hull). Verifies the
     installed files against the manifest first."""
     rel = _check_task(task)
+    if gripper_hull_vertices is not None and gripper_hull_vertices < 4:
+        raise ValueError(f"gripper_hull_vertices must be None (the file's full hull) or >= 4, got {gripper_hull_vertices}")
     root = asset_dir()
     verify_assets(root)
     path = os.path.join(root, rel)
     original = mujoco.MjModel.from_xml_path(path)
     cylinders = STAND_INS[rel] if stand_ins else ()
     capsules = CAPSULE_STAND_INS[rel] if (stand_ins if capsule_stand_ins is None else capsule_stand_ins) else ()
-    if cylinders or capsules:
+    if cylinders or capsules or gripper_hull_vertices is not None:
         spec = mujoco.MjSpec.from_file(path)
         _apply_stand_ins(spec, original, cylinders, STAND_IN_KINDS[rel], capsules)
+        if gripper_hull_vertices is not None:
+            _cap_hull(spec, gripper_hull_vertices)
         model = spec.compile()
     else:
         model = original

@@ -104,6 +104,8 @@ def test_config_errors_are_named():
         envs.make("mw_reach", iterations=0)
     with pytest.raises(ValueError, match="unknown cone 'round'; valid: pyramidal, elliptic"):
         envs.make("mw_reach", cone="round")
+    with pytest.raises(ValueError, match=r"gripper_hull_vertices must be None \(the file's full hull\) or >= 4, got 2"):
+        envs.config_of("mw_reach", gripper_hull_vertices=2)
     with pytest.raises(ValueError, match=r"unknown environment 'mw_drawer_opne'.*mw_drawer_open"):
         envs.make("mw_drawer_opne")
 

@@ -4,12 +4,13 @@ candidates (`KEPT_PAIRS`), and how much the pruning and the collision stand-ins 
 C MuJoCo only, in Meta-World 3.0.0's own envs under its own scripted policies (plus noisy and
 random variants, `POLICY_KINDS`): `run_episode` plays one episode and, with `near`, records the
 minimum distance of every geom pair; `measure` chooses the pairs that came within
-`KEEP_DISTANCE` (`choose_pairs`), checks the pruned model on held-out episodes (`check_pruning`)
-and the stand-ins against the original cylinders (`stand_in_fidelity`), and writes the numbers
-`docs/metaworld_model.md` reports.
+`KEEP_DISTANCE` (`choose_pairs`), checks the pruned model on held-out episodes (`check_pruning`),
+the stand-ins against the original cylinders (`stand_in_fidelity`) and the capped gripper hull
+against the file's (`hull_fidelity`), and writes the numbers `docs/metaworld_model.md` reports.
 
     python -m envs.tools.metaworld_contacts --measure            # ~10 min on one core; writes docs/evidence/data/metaworld/metaworld_model.json
     python -m envs.tools.metaworld_contacts --measure --adopt    # and rewrites envs/metaworld_kept_pairs.json
+    python -m envs.tools.metaworld_contacts --hull FILE.json     # only the capped gripper hull against the file's
 
 After `--adopt`, set `KEPT_PAIRS_SHA256` in `envs/metaworld_model.py` to the sha256 it prints.
 """
@@ -26,6 +27,7 @@ import mujoco
 import numpy as np
 
 from envs.metaworld_model import (
+    GRIPPER_MESH,
     KEPT_PAIRS,
     KEPT_PAIRS_ALIASES,
     KEPT_PAIRS_FILE,
@@ -179,7 +181,8 @@ CHOOSE_SEEDS = range(10)
 CHECK_SEEDS = range(1000, 1003)
 """Held-out episodes (each with each policy kind, 18 per task) to verify the pruning."""
 FIDELITY_SEEDS = range(2000, 2010)
-"""Scripted episodes comparing the stand-ins with the original cylinders."""
+"""Scripted episodes comparing the stand-ins with the original cylinders, and the capped gripper
+hull with the file's."""
 
 
 def measure_pairs(task: str, seeds=CHOOSE_SEEDS, near: float = 2 * KEEP_DISTANCE) -> dict:
@@ -243,8 +246,9 @@ def measure(tasks=tuple(TASK_FILES), out_path: str | None = None) -> dict:
         }
         entry["pruning_check"] = check_pruning(task)
         entry["stand_in_fidelity"] = stand_in_fidelity(task) if STAND_INS[rel] else None
+        entry["hull_fidelity"] = hull_fidelity(task)
         report["tasks"][task] = entry
-        print(json.dumps({task: {k: entry[k] for k in ("pairs", "contact_slots", "pruning_check", "stand_in_fidelity")}}), flush=True)
+        print(json.dumps({task: {k: entry[k] for k in ("pairs", "contact_slots", "pruning_check", "stand_in_fidelity", "hull_fidelity")}}), flush=True)
     if out_path:
         with open(out_path, "w", encoding="utf-8") as handle:
             json.dump(report, handle, indent=1)
@@ -300,20 +304,69 @@ def stand_in_fidelity(task: str, seeds=FIDELITY_SEEDS) -> dict:
     closed-loop under the scripted policy (success rates)."""
     original = load_model(task, stand_ins=False, prune_pairs=False)
     stand_in = load_model(task, prune_pairs=False)
+    return _replay_fidelity(task, original, stand_in, "stand_ins", seeds)
+
+
+def hull_fidelity(task: str, seeds=FIDELITY_SEEDS) -> dict:
+    """The file's gripper hull vs the capped one (`GRIPPER_HULL_VERTICES`; both with stand-ins,
+    unpruned) on scripted episodes, as `stand_in_fidelity`, plus the hulls' sizes and the largest
+    distance of a full-hull vertex outside the capped hull (`hull_gap_m`)."""
+    full = load_model(task, prune_pairs=False, gripper_hull_vertices=None)
+    capped = load_model(task, prune_pairs=False)
+    mesh = mujoco.mj_name2id(full, mujoco.mjtObj.mjOBJ_MESH, GRIPPER_MESH)
+    return {
+        "hull_vertices": {"original": len(hull(full, mesh)[0]), "capped_hull": len(hull(capped, mesh)[0])},
+        "hull_gap_m": hull_gap_m(full, capped, mesh),
+        **_replay_fidelity(task, full, capped, "capped_hull", seeds),
+    }
+
+
+def hull(model: mujoco.MjModel, mesh: int) -> tuple[np.ndarray, np.ndarray]:
+    """The convex hull MuJoCo computed for `mesh` (what C MuJoCo and MJX collide): its vertices
+    (n, 3) and its triangles (m, 3, 3), in the mesh's frame, read from `mesh_graph`."""
+    graph = model.mesh_graph[model.mesh_graphadr[mesh]:]
+    nvert, nface = int(graph[0]), int(graph[1])
+    vert_ids = graph[2 + nvert : 2 + 2 * nvert]
+    face_start = 2 + 3 * nvert + 3 * nface  # after vert_edgeadr, vert_globalid, edge_localid
+    face_ids = graph[face_start : face_start + 3 * nface].reshape(-1, 3)
+    vertices = model.mesh_vert[model.mesh_vertadr[mesh] : model.mesh_vertadr[mesh] + model.mesh_vertnum[mesh]]
+    return vertices[vert_ids], vertices[face_ids]
+
+
+def hull_gap_m(full: mujoco.MjModel, capped: mujoco.MjModel, mesh: int, directions: int = 4096) -> float:
+    """How much collision shape the cap removes: the Hausdorff distance (m) between `full`'s and
+    `capped`'s hulls of `mesh`, i.e. the largest difference of their support functions, taken over
+    the capped hull's facet normals and `directions` evenly spread directions (float64; the capped
+    hull's vertices are the mesh's own points, so it lies inside the full one)."""
+    from scipy.spatial import ConvexHull
+
+    outer = hull(full, mesh)[0].astype(np.float64)
+    inner = hull(capped, mesh)[0].astype(np.float64)
+    i = np.arange(directions) + 0.5
+    polar, azimuth = np.arccos(1 - 2 * i / directions), np.pi * (1 + 5**0.5) * i
+    spread = np.stack([np.cos(azimuth) * np.sin(polar), np.sin(azimuth) * np.sin(polar), np.cos(polar)], axis=1)
+    normals = np.concatenate([ConvexHull(inner).equations[:, :3], spread])
+    return float(max(0.0, ((outer @ normals.T).max(axis=0) - (inner @ normals.T).max(axis=0)).max()))
+
+
+def _replay_fidelity(task: str, reference: mujoco.MjModel, changed: mujoco.MjModel, name: str, seeds) -> dict:
+    """`reference`'s scripted episodes replayed open-loop on `changed` (largest hand and object
+    deviation, per-step success agreement), and each model closed-loop (episodes succeeded;
+    `name` names the changed model's entries)."""
     hand = obj = 0.0
     agree = steps = 0
-    success = {"original": 0, "stand_ins": 0, "stand_ins_open_loop": 0}
+    success = {"original": 0, name: 0, f"{name}_open_loop": 0}
     for seed in seeds:
-        a = run_episode(task, seed, "scripted", model=copy.deepcopy(original))
-        b = run_episode(task, seed, "scripted", model=copy.deepcopy(stand_in), actions=a["actions"])
-        c = run_episode(task, seed, "scripted", model=copy.deepcopy(stand_in))
+        a = run_episode(task, seed, "scripted", model=copy.deepcopy(reference))
+        b = run_episode(task, seed, "scripted", model=copy.deepcopy(changed), actions=a["actions"])
+        c = run_episode(task, seed, "scripted", model=copy.deepcopy(changed))
         hand = max(hand, float(np.linalg.norm(a["hand"] - b["hand"], axis=1).max()))
         obj = max(obj, float(np.linalg.norm(a["obj"] - b["obj"], axis=1).max()))
         agree += int((a["success"] == b["success"]).sum())
         steps += len(a["success"])
         success["original"] += bool(a["success"].any())
-        success["stand_ins_open_loop"] += bool(b["success"].any())
-        success["stand_ins"] += bool(c["success"].any())
+        success[f"{name}_open_loop"] += bool(b["success"].any())
+        success[name] += bool(c["success"].any())
     return {
         "episodes": len(seeds),
         "max_hand_deviation_m": hand,
@@ -356,8 +409,17 @@ if __name__ == "__main__":  # pragma: no cover
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--measure", action="store_true", help=f"rerun the measurements; writes {REPORT_FILE}")
+    parser.add_argument("--hull", metavar="FILE", help="measure only the capped gripper hull (hull_fidelity, every model file) into FILE")
     parser.add_argument("--adopt", action="store_true", help="with --measure: write the chosen pairs to envs/metaworld_kept_pairs.json")
     args = parser.parse_args()
+    if args.hull:
+        tasks = [t for t in TASK_FILES if t not in KEPT_PAIRS_ALIASES]
+        results = {}
+        for task in tasks:
+            results[task] = hull_fidelity(task)
+            print(json.dumps({task: results[task]}), flush=True)
+            with open(args.hull, "w", encoding="utf-8") as handle:
+                json.dump(results, handle, indent=1)
     if args.measure:
         KEPT_PAIRS.clear()  # chosen afresh (`measure` fills it task by task)
         measure(out_path=REPORT_FILE)

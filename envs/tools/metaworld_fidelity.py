@@ -307,12 +307,14 @@ CLOSED_LOOP_VARIANTS: dict[str, dict[str, Any]] = {
     "mjx_box_manifold": {"box_margins": False},
     "elliptic_cones": {"cone": "elliptic"},
     "cylinders": {"stand_ins": False, "capsule_stand_ins": True},
+    "full_gripper_hull": {"gripper_hull_vertices": None},
 }
 """`--variant` names: each undoes one of our model changes (the env overrides it applies), so a
 difference from Meta-World can be traced to its cause. "cylinders" keeps the files' cylinders,
 which MJX cannot collide with boxes or meshes: `put_model` refuses every task that has them
-(all but the drawers), and the refusal is recorded as the variant's result. "elliptic_cones" is
-~60x slower per physics step on a CPU (docs/metaworld.md "Speed")."""
+(all but the drawers), and the refusal is recorded as the variant's result. "elliptic_cones" and
+"full_gripper_hull" are far slower per physics step on a CPU (docs/metaworld.md "Model changes for
+MJX, and their measured effect")."""
 
 
 def closed_loop_variant(name: str, variant: str, episodes: int, seed: int = 0, steps: int | None = None) -> dict[str, Any]:

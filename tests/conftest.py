@@ -7,7 +7,6 @@ import gc
 import os
 import re
 import shlex
-import time
 from pathlib import Path
 
 import pytest
@@ -56,25 +55,16 @@ def tiny_chain_run(tmp_path_factory):
     return run_dir
 
 
-HEAVY_UNTIL = "MJX_PBAC_HEAVY_UNTIL_MINUTES"
-"""Minutes of the session after which a `heavy` test is skipped instead of started (default 70;
-empty or `inf`: never skipped; 0: every heavy test skipped)."""
-
-_session = {"start": time.monotonic()}
+_session: dict = {}
+"""What the session collected (`pytest_collection_modifyitems`), for test_compilation_cache.py."""
 
 
 def pytest_configure(config):
-    _heavy_minutes()  # a malformed value stops the session before any test, naming it
     config.addinivalue_line(
         "markers",
         "heavy: a slow test among the suite's costliest (device scripts' dry runs, whole Meta-World episodes, films, "
-        "multi-process and multi-device runs, every env family's rollout); run after every other test, and started only "
-        f"within ${HEAVY_UNTIL} minutes of the session's start (docs/testing.md)",
+        "multi-process and multi-device runs, every env family's rollout); run after every other test (docs/testing.md)",
     )
-
-
-def pytest_sessionstart(session):
-    _session["start"] = time.monotonic()
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -88,20 +78,6 @@ def pytest_collection_modifyitems(session, config, items):
     ]
 
 
-def _heavy_minutes() -> float:
-    raw = os.environ.get(HEAVY_UNTIL, "70").strip()
-    try:
-        minutes = float(raw) if raw else float("inf")
-    except ValueError:
-        minutes = float("nan")
-    if not minutes >= 0:  # NaN included: it would compare as no limit
-        raise pytest.UsageError(f"{HEAVY_UNTIL}={raw!r}: expected a number of minutes >= 0 (or empty or inf: no limit)")
-    return minutes
-
-
 def pytest_runtest_setup(item):
     if item.get_closest_marker("heavy") is None:
         return
-    minutes, elapsed = _heavy_minutes(), (time.monotonic() - _session["start"]) / 60
-    if elapsed >= minutes:
-        pytest.skip(f"heavy, and the session has run {elapsed:.0f} of the {minutes:g} minutes {HEAVY_UNTIL} gives heavy tests to start")

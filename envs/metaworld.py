@@ -146,8 +146,7 @@ class MetaWorldConfig:
             raise ValueError(f"episode_length must be >= 1, got {self.episode_length}")
         if self.cone not in CONES:
             raise ValueError(f"unknown cone {self.cone!r}; valid: {', '.join(CONES)}")
-        if self.gripper_hull_vertices is not None and self.gripper_hull_vertices < 4:
-            raise ValueError(f"gripper_hull_vertices must be None (the file's full hull) or >= 4, got {self.gripper_hull_vertices}")
+        metaworld_model.check_gripper_hull_vertices(self.gripper_hull_vertices)
         self.physics  # noqa: B018 - validates the solver settings
 
     @property

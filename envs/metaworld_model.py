@@ -315,6 +315,13 @@ def _prune(model: mujoco.MjModel, pairs) -> None:
     model.geom_conaffinity[:] = conaffinity.view(np.int32)
 
 
+def check_gripper_hull_vertices(vertices: int | None) -> None:
+    """Raises ValueError unless `vertices` is None (the file's full hull) or a cap of at least 4
+    (the fewest a hull with volume has)."""
+    if vertices is not None and vertices < 4:
+        raise ValueError(f"gripper_hull_vertices must be None (the file's full hull) or >= 4, got {vertices}")
+
+
 def _cap_hull(spec: mujoco.MjSpec, vertices: int) -> None:
     meshes = [mesh for mesh in spec.meshes if mesh.name == GRIPPER_MESH]
     if len(meshes) != 1:
@@ -336,8 +343,7 @@ def load_model(
     collision hull capped at `gripper_hull_vertices` (None: the file's full hull). Verifies the
     installed files against the manifest first."""
     rel = _check_task(task)
-    if gripper_hull_vertices is not None and gripper_hull_vertices < 4:
-        raise ValueError(f"gripper_hull_vertices must be None (the file's full hull) or >= 4, got {gripper_hull_vertices}")
+    check_gripper_hull_vertices(gripper_hull_vertices)
     root = asset_dir()
     verify_assets(root)
     path = os.path.join(root, rel)
